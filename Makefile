@@ -1,0 +1,31 @@
+# Freshet: `make demo` shows it working, `make test` proves it.
+GO ?= go
+
+.PHONY: demo test build vet fmt-check postgres bench clean
+
+demo: postgres
+	$(GO) run ./cmd/freshet demo
+
+test: postgres fmt-check vet
+	$(GO) test -count=1 -timeout 45m ./...
+	@pkgs=$$($(GO) list ./... | grep -E '/(pgwal|engine|s2s|readcache)($$|/)' || true); \
+	if [ -n "$$pkgs" ]; then echo "go test -race $$pkgs"; $(GO) test -count=1 -race -timeout 30m $$pkgs; fi
+
+build:
+	$(GO) build -o bin/freshet ./cmd/freshet
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt wants to rewrite:"; echo "$$out"; exit 1; fi
+
+postgres:
+	@bash scripts/ensure-postgres.sh
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf bin

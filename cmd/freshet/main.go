@@ -1,0 +1,75 @@
+// Command freshet follows a PostgreSQL database through logical replication
+// and keeps the results of SQL queries fresh for the programs that read them.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Version is the server's version, set at build time with -ldflags.
+var Version = "0.1.0-dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	m := &Main{Stdout: os.Stdout, Stderr: os.Stderr}
+	if err := m.Run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "freshet:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// Main is the command line, kept as a value so tests can run it.
+type Main struct {
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+const usage = `freshet follows a PostgreSQL database through logical replication.
+
+Usage:
+  freshet <command> [flags]
+
+Commands:
+  tail      print committed transactions as JSON, one per line
+  demo      start a throwaway PostgreSQL, a writer and tail
+  version   print the version
+
+Run 'freshet <command> -h' for a command's flags.
+`
+
+// usageError is a mistake in how the command was called (exit status 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func exitCode(err error) int {
+	if _, ok := err.(usageError); ok {
+		return 2
+	}
+	return 1
+}
+
+// Run runs the command named by args[0].
+func (m *Main) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(m.Stderr, usage)
+		return usageError{"no command given"}
+	}
+	switch args[0] {
+	case "version", "--version":
+		fmt.Fprintln(m.Stdout, "freshet", Version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(m.Stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(m.Stderr, usage)
+		return usageError{fmt.Sprintf("unknown command %q", args[0])}
+	}
+}

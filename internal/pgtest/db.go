@@ -1,0 +1,153 @@
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// EnvDSN names the environment variable that points tests at an existing
+// server instead of a throwaway cluster.
+const EnvDSN = "FRESHET_TEST_DSN"
+
+var (
+	mu      sync.Mutex
+	shared  *Cluster
+	baseDSN string // DSN of the maintenance database of the server in use
+	dbSeq   atomic.Int64
+)
+
+// Main runs a test package's tests against one cluster: a throwaway one, or
+// the server FRESHET_TEST_DSN names. Call it from TestMain.
+func Main(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if dsn := os.Getenv(EnvDSN); dsn != "" {
+		baseDSN = dsn
+		return m.Run()
+	}
+	c, err := Start(Options{})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
+		return 1
+	}
+	mu.Lock()
+	shared = c
+	baseDSN = c.DSN("postgres")
+	mu.Unlock()
+	defer c.Stop()
+	return m.Run()
+}
+
+// Shared returns the package's throwaway cluster, or nil when the tests run
+// against FRESHET_TEST_DSN.
+func Shared() *Cluster {
+	mu.Lock()
+	defer mu.Unlock()
+	return shared
+}
+
+// DB is a database made for one test.
+type DB struct {
+	Name string
+	DSN  string
+}
+
+// NewDB creates a fresh, empty database for the test and drops it (with any
+// replication slots in it) when the test ends.
+func NewDB(t testing.TB) *DB {
+	t.Helper()
+	if baseDSN == "" {
+		t.Fatal("pgtest: no server; call pgtest.Main(m) from TestMain")
+	}
+	name := fmt.Sprintf("t%d_%d_%s", os.Getpid(), dbSeq.Add(1), sanitize(t.Name()))
+	if len(name) > 63 {
+		name = name[:63]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, baseDSN)
+	if err != nil {
+		t.Fatalf("pgtest: connect %s: %v", redact(baseDSN), err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("pgtest: create database %s: %v", name, err)
+	}
+	db := &DB{Name: name, DSN: withDatabase(baseDSN, name)}
+	t.Cleanup(func() { dropDB(t, name) })
+	return db
+}
+
+func dropDB(t testing.TB, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, baseDSN)
+	if err != nil {
+		t.Logf("pgtest: drop %s: %v", name, err)
+		return
+	}
+	defer admin.Close(ctx)
+	// Slots pin the database: end their walsenders, then drop them.
+	for i := 0; i < 50; i++ {
+		_, _ = admin.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = $1 AND active_pid IS NOT NULL`, name)
+		_, err = admin.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active`, name)
+		var left int
+		_ = admin.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE database = $1`, name).Scan(&left)
+		if left == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		t.Logf("pgtest: drop database %s: %v", name, err)
+	}
+}
+
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+// withDatabase returns dsn with its database replaced by db. It accepts URL
+// and keyword/value DSNs.
+func withDatabase(dsn, db string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		u.Path = "/" + db
+		return u.String()
+	}
+	var out []string
+	for _, f := range strings.Fields(dsn) {
+		if !strings.HasPrefix(f, "dbname=") {
+			out = append(out, f)
+		}
+	}
+	return strings.Join(append(out, "dbname="+db), " ")
+}
+
+func redact(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+		return u.String()
+	}
+	return dsn
+}
