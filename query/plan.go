@@ -1,0 +1,288 @@
+package query
+
+// Format is the format of a bind's bytes, as in the extended query
+// protocol's parameter format codes.
+type Format int16
+
+// The bind formats.
+const (
+	FormatText   Format = 0
+	FormatBinary Format = 1
+)
+
+// Bind is one parameter value as a client sends it in a Bind message.
+type Bind struct {
+	// OID is the parameter's type; 0 lets the server infer it (here: from
+	// the column the parameter is compared with, as PostgreSQL would).
+	OID    uint32
+	Format Format
+	Data   []byte // nil is SQL NULL
+}
+
+// Options tune Compile. Start from DefaultOptions: the zero value of a limit
+// means "no limit".
+type Options struct {
+	// Catalog resolves tables. Required.
+	Catalog Catalog
+	// SearchPath is the list of schemas unqualified table names are looked
+	// up in, in order. Empty means {"public"}.
+	SearchPath []string
+	// MaxAlternatives refuses a filter whose disjunctive normal form would
+	// have more alternatives (counted without expanding it). 0 lifts it.
+	MaxAlternatives int
+	// MaxInValues refuses a query with more IN / NOT IN / ANY / ALL values
+	// in total (list items and array elements). 0 lifts it.
+	MaxInValues int
+	// MaxSQLLength refuses longer SQL text, in bytes, before parsing it.
+	// 0 lifts it.
+	MaxSQLLength int
+	// MaxDepth refuses expressions nested deeper than this. 0 lifts it
+	// (pg_query itself stops at PostgreSQL's stack depth limit).
+	MaxDepth int
+}
+
+// Default limits.
+const (
+	DefaultMaxAlternatives = 1024
+	DefaultMaxInValues     = 10000
+	DefaultMaxSQLLength    = 256 << 10
+	DefaultMaxDepth        = 200
+)
+
+// DefaultOptions returns Options with the default limits and search path
+// and no catalog.
+func DefaultOptions() Options {
+	return Options{
+		SearchPath:      []string{"public"},
+		MaxAlternatives: DefaultMaxAlternatives,
+		MaxInValues:     DefaultMaxInValues,
+		MaxSQLLength:    DefaultMaxSQLLength,
+		MaxDepth:        DefaultMaxDepth,
+	}
+}
+
+// Tri is a three-valued truth value: SQL's true, false and unknown (NULL).
+type Tri int8
+
+// The truth values. A WHERE clause keeps a row only when it is True.
+const (
+	False Tri = iota
+	True
+	Unknown
+)
+
+// String returns "true", "false" or "unknown".
+func (t Tri) String() string {
+	switch t {
+	case False:
+		return "false"
+	case True:
+		return "true"
+	}
+	return "unknown"
+}
+
+// Plan is a compiled, supported query with its binds. It is immutable and
+// safe for concurrent use.
+type Plan struct {
+	// SQL is the statement as given.
+	SQL string
+	// Normalized is the statement as PostgreSQL's deparser prints it, with
+	// table names schema-qualified: the same query written differently
+	// (spacing, case of keywords, quoting) normalizes the same.
+	Normalized string
+	// Key identifies the query with its binds: equal Keys mean the same
+	// result at every position, so subscriptions with equal Keys can
+	// share one view. It is Normalized followed by a canonical encoding of
+	// each decoded bind.
+	Key string
+
+	// Binds are the binds as given; Params their decoded values, with the
+	// OID each was resolved to (ParamOIDs) when the given OID was 0.
+	Binds     []Bind
+	Params    []any
+	ParamOIDs []uint32
+
+	// Sources are the tables of the join tree in FROM order. Sources[0] is
+	// the root; each later one is joined to earlier ones.
+	Sources []*Source
+
+	// Output are the columns of the result, in order. For a COUNT(*)
+	// query it is one column, "count" (int8), with Source -1.
+	Output []Output
+
+	// Order are the ORDER BY keys, in order; empty when there is none.
+	Order []OrderKey
+
+	// Limit is the LIMIT, -1 when there is none (no LIMIT, LIMIT ALL or
+	// LIMIT NULL). Offset is the OFFSET, 0 when there is none.
+	Limit  int64
+	Offset int64
+
+	// Count is set for SELECT COUNT(*): the result is one row holding the
+	// number of joined rows the filter keeps. Order, Limit and Offset do
+	// not apply to what is counted (PostgreSQL applies them to the single
+	// aggregate row; LIMIT 0 or OFFSET >= 1 make the result empty, which
+	// Limit and Offset still say).
+	Count bool
+
+	filter *expr // nil: no WHERE
+	stmt   *selectStmt
+}
+
+// JoinKind says how a source is joined.
+type JoinKind uint8
+
+// The kinds of join.
+const (
+	JoinRoot  JoinKind = iota // Sources[0]: not joined
+	JoinInner                 // INNER JOIN (or JOIN)
+	JoinLeft                  // LEFT [OUTER] JOIN: null-extended when no row matches
+)
+
+// String names the join kind.
+func (k JoinKind) String() string {
+	switch k {
+	case JoinInner:
+		return "inner"
+	case JoinLeft:
+		return "left"
+	}
+	return "root"
+}
+
+// Source is one table of the join tree.
+type Source struct {
+	// Alias is the name the query uses for the table (its alias, or the
+	// table's own name).
+	Alias string
+	// Table is the table as the catalog described it.
+	Table *Table
+	// Columns are the columns the engine must hold for this source: the
+	// primary key's columns first (KeyN of them, in key order), then every
+	// other column the query refers to (filter, joins, order, output), in
+	// table order. A Row holds this source's values in this order.
+	Columns []Column
+	KeyN    int
+	// Join is how this source is joined to earlier sources, On the column
+	// equalities that join it (all must hold; each links a column of this
+	// source to a column of an earlier one).
+	Join JoinKind
+	On   []JoinKey
+	// Nullable is set when this source can be null-extended in a result
+	// row: it is LEFT JOINed, or joined (by any kind) to a source that is.
+	Nullable bool
+	// Constraints hold for every row of this table that can affect the
+	// result (all of them at once); empty means unconstrained. They are
+	// derived from the WHERE clause only where that is safe: a column
+	// constrained in every alternative of the filter. For a Nullable
+	// source they are given only when the filter rejects the null-extended
+	// row (otherwise a row of this table can change the result by merely
+	// existing).
+	Constraints []Constraint
+}
+
+// JoinKey is one equality of a join condition: Sources[Source].Columns[Column]
+// of the joined source equals Sources[Other].Columns[OtherColumn] of an
+// earlier source. Both columns have types whose AppendKey encodings agree
+// exactly when PostgreSQL's = holds (otherwise Compile refuses the join).
+type JoinKey struct {
+	Column      int // in the joined source's Columns
+	Other       int // index of the earlier source
+	OtherColumn int // in Sources[Other].Columns
+}
+
+// Output is one column of the result.
+type Output struct {
+	Name    string // the column's name in the result (its alias, or the column's name)
+	TypeOID uint32
+	TypeMod int32
+	Source  int // index into Plan.Sources; -1 for count
+	Column  int // index into Sources[Source].Columns
+}
+
+// OrderKey is one ORDER BY key: a column of a source, ascending unless Desc,
+// with NULLs first when NullsFirst (PostgreSQL's default is NULLS LAST for
+// ASC and NULLS FIRST for DESC; Compile fills it in).
+type OrderKey struct {
+	Source     int
+	Column     int
+	Desc       bool
+	NullsFirst bool
+}
+
+// ConstraintKind is what a Constraint says about a column.
+type ConstraintKind uint8
+
+// The kinds of constraint.
+const (
+	// ConstraintIn: the column equals one of Values, or is NULL when Null
+	// is set.
+	ConstraintIn ConstraintKind = iota + 1
+	// ConstraintRange: the column (not NULL) lies in one of Ranges.
+	ConstraintRange
+	// ConstraintNotIn: the column is not NULL and equals none of Values.
+	ConstraintNotIn
+)
+
+// String names the constraint kind.
+func (k ConstraintKind) String() string {
+	switch k {
+	case ConstraintIn:
+		return "in"
+	case ConstraintRange:
+		return "range"
+	case ConstraintNotIn:
+		return "not-in"
+	}
+	return "unknown"
+}
+
+// Constraint is a condition on one column of a source that every row able
+// to affect the result satisfies. Values and range bounds are in the
+// column's own typed form (converted exactly from the query's constants and
+// binds; where no exact conversion exists the column is left unconstrained),
+// so AppendKey and CompareValues with the column's TypeOID apply to them.
+type Constraint struct {
+	Column int // index into the source's Columns
+	Kind   ConstraintKind
+	Values []any   // ConstraintIn, ConstraintNotIn: distinct values
+	Null   bool    // ConstraintIn: NULL matches too (IS NULL)
+	Ranges []Range // ConstraintRange: sorted, disjoint
+}
+
+// Range is an interval of column values. A nil bound is unbounded.
+type Range struct {
+	Low, High       any
+	LowInc, HighInc bool
+}
+
+// Row is a joined row: for each source (in Plan.Sources order) the values
+// of its Columns in decoded form, nil for NULL. A nil entry is a source that
+// a LEFT JOIN null-extended: all its columns are NULL.
+type Row [][]any
+
+// RenderColumns chooses what a rendered query selects.
+type RenderColumns uint8
+
+// What Render selects.
+const (
+	// SelectOutput selects the query's own column list.
+	SelectOutput RenderColumns = iota
+	// SelectNeeded selects, for each source in order, every column of its
+	// Columns (NULLs for a null-extended source), so that a result row
+	// read left to right fills a Row.
+	SelectNeeded
+)
+
+// RenderOptions shape the SQL Render produces.
+type RenderOptions struct {
+	Columns RenderColumns
+	// Window, for a query with ORDER BY and LIMIT, replaces LIMIT n OFFSET m
+	// by LIMIT m+n+Margin OFFSET 0, and extends ORDER BY by each source's
+	// primary key (so ties are broken as CompareWindow breaks them): the
+	// rows before the window, the window and Margin rows past it. Without
+	// a LIMIT it drops OFFSET and selects all rows.
+	Window bool
+	Margin int64
+}
