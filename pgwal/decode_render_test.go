@@ -3,6 +3,7 @@ package pgwal
 import (
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,6 +114,10 @@ func renderChange(c *change.Change) string {
 	return b.String()
 }
 
+// longValue is the length past which render prints a value's start, its
+// length and a hash instead of the whole value.
+const longValue = 200
+
 func renderRow(row change.Row) string {
 	var b strings.Builder
 	b.WriteByte('(')
@@ -122,6 +127,12 @@ func renderRow(row change.Row) string {
 		}
 		switch v.Kind {
 		case change.Text:
+			if len(v.Data) > longValue {
+				h := fnv.New64a()
+				h.Write(v.Data)
+				fmt.Fprintf(&b, "%s...(%d bytes, fnv %016x)", strconv.Quote(string(v.Data[:32])), len(v.Data), h.Sum64())
+				break
+			}
 			b.WriteString(strconv.Quote(string(v.Data)))
 		case change.Binary:
 			b.WriteString("x" + hex.EncodeToString(v.Data))
