@@ -1,0 +1,470 @@
+package change
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/freshetdb/freshet/internal/pgtest"
+	"github.com/jackc/pgx/v5"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// connect opens a session with the settings pgwal's sessions use.
+func connect(t *testing.T) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	conn, err := pgx.Connect(ctx, db.DSN)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	for _, s := range []string{
+		"SET TimeZone = 'UTC'", "SET DateStyle = 'ISO, MDY'",
+		"SET IntervalStyle = 'postgres'", "SET extra_float_digits = 1",
+	} {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	return conn
+}
+
+// catalog is a TypeResolver over pg_type, as pgwal resolves types.
+type catalog map[uint32]Type
+
+func (c catalog) Type(oid uint32) (Type, bool) { t, ok := c[oid]; return t, ok }
+
+func loadCatalog(t *testing.T, conn *pgx.Conn) catalog {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), `
+		SELECT t.oid, n.nspname, t.typname, t.typtype, t.typbasetype, t.typelem,
+		       t.typdelim, t.typcategory = 'A' AND t.typelem <> 0
+		FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace`)
+	if err != nil {
+		t.Fatalf("query pg_type: %v", err)
+	}
+	c := catalog{}
+	for rows.Next() {
+		var ty Type
+		var typtype, delim string
+		var isArray bool
+		if err := rows.Scan(&ty.OID, &ty.Schema, &ty.Name, &typtype, &ty.Base, &ty.Elem, &delim, &isArray); err != nil {
+			t.Fatalf("scan pg_type: %v", err)
+		}
+		ty.Delim = delim[0]
+		switch {
+		case isArray:
+			ty.Kind = KindArray
+		case typtype == "e":
+			ty.Kind = KindEnum
+		case typtype == "d":
+			ty.Kind = KindDomain
+		case typtype == "c":
+			ty.Kind = KindComposite
+		case typtype == "r" || typtype == "m":
+			ty.Kind = KindRange
+		case typtype == "b":
+			ty.Kind = KindBase
+		default:
+			ty.Kind = KindOther
+		}
+		c[ty.OID] = ty
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("read pg_type: %v", err)
+	}
+	return c
+}
+
+// roundTripCases are literals of every type, in the forms a person or a
+// driver writes them; the server's text form of each is what must round
+// trip.
+var roundTripCases = []struct {
+	typ  string
+	lits []string
+}{
+	{"int2", []string{"0", "1", "-1", "32767", "-32768", " 42 "}},
+	{"int4", []string{"0", "2147483647", "-2147483648", "7"}},
+	{"int8", []string{"0", "9223372036854775807", "-9223372036854775808", "123"}},
+	{"oid", []string{"0", "4294967295", "12345"}},
+	{"float4", []string{"0", "-0", "1.5", "0.1", "3.4028235e38", "1e-45", "1.17549435e-38", "1e6", "123456", "1234567", "100000", "999999",
+		"1000000", "1e-4", "1e-5", "0.00012345", "NaN", "Infinity", "-Infinity", "-2.5", "16777216", "3.1415927"}},
+	{"float8", []string{"0", "-0", "0.1", "1e6", "123456789012345", "1234567890123456", "1e15", "1e16", "1e-4", "1e-5",
+		"1.7976931348623157e308", "5e-324", "2.2250738585072014e-308", "NaN", "Infinity", "-Infinity", "3.141592653589793",
+		"1e100", "-2.5", "100", "0.30000000000000004", "12345678.9"}},
+	{"numeric", []string{"0", "0.00", "-0", "-0.000", "1.50", "1.5",
+		"123456789012345678901234567890.123456789012345678901234567890", "-0.0000000001", "NaN", "Infinity",
+		"-Infinity", "1e5", "1.5e-3", "100", "-100.10", "0.1", "99999999999999999999999999999999999999",
+		"-99999999999999999999999999999999999999.9", "1e-20", "0.000000000000000000001", "7"}},
+	{"bool", []string{"t", "f", "true", "no", "on", "0", "YES"}},
+	{"text", []string{"hello", "", "with space", `quote"and\back`, "ünïcødé", "NULL", "tab\there", "{}", "a,b", "new\nline"}},
+	{"varchar(10)", []string{"abc", "", "x y"}},
+	{"char(5)", []string{"ab", "", "abcde"}},
+	{"name", []string{"pg_class", "Mixed Case"}},
+	{`"char"`, []string{"a", `\303`, "Z"}},
+	{"bytea", []string{`\x`, `\xdeadbeef`, "abc", `a\\b`, `\000\001\377`, `\x00ff10`}},
+	{"uuid", []string{"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "{A0EEBC99-9C0B4EF8-BB6D6BB9-BD380A11}",
+		"a0eebc999c0b4ef8bb6d6bb9bd380a11", "00000000-0000-0000-0000-000000000000"}},
+	{"json", []string{`{"a": [1, 2.50, "x"]}`, `"str"`, `null`, `  [ ]  `, `{"a":1,"a":2}`}},
+	{"jsonb", []string{`{"b":1,"a":[1,2.50]}`, `"é\u00e9"`, `1e3`, `{"a":1,"a":2}`, `[]`}},
+	{"date", []string{"2024-01-02", "0044-03-15 BC", "4714-11-24 BC", "5874897-12-31", "12345-06-07", "infinity",
+		"-infinity", "2000-02-29", "1999-12-31", "0001-01-01", "0001-12-31 BC", "epoch", "1600-02-29", "0005-02-29 BC"}},
+	{"time", []string{"00:00:00", "23:59:59.999999", "24:00:00", "04:05:06.789", "12:00", "01:02:03.1234565", "01:02:03.0000015", "00:00:00.000001"}},
+	{"timetz", []string{"04:05:06+05:30", "04:05:06-03", "04:05:06.5+05:30:15", "00:00:00+00", "24:00:00-15:59",
+		"23:59:59.999999+15:59:59", "12:00:00-00:00:01"}},
+	{"timestamp", []string{"2024-01-02 03:04:05.123456", "0044-03-15 12:00:00 BC", "4714-11-24 00:00:00 BC",
+		"294276-12-31 23:59:59.999999", "12345-01-01 00:00:00", "infinity", "-infinity", "2000-01-01", "1999-12-31 23:59:59.5",
+		"2024-01-02T03:04:05", "2024-01-02 03:04:05+05", "0001-01-01 00:00:00 BC", "1970-01-01 00:00:00.000001", "epoch"}},
+	{"timestamptz", []string{"2024-01-02 03:04:05.123456+00", "2024-01-02 03:04:05+05:30", "0044-03-15 12:00:00+00 BC",
+		"294276-12-31 23:59:59.999999+00", "infinity", "-infinity", "2024-06-01 00:00:00-03:30:15", "2024-01-02 03:04:05",
+		"4714-11-24 00:00:00+00 BC", "2024-01-01 00:00:00Z", "1969-12-31 23:59:59.999999+00"}},
+	{"interval", []string{"1 year 2 mons 3 days 04:05:06.789", "-1 days +02:00:00", "00:00:00", "1 day", "-1 years -2 mons",
+		"3 days -04:05:06", "1 mon -1 days", "@ 1 minute ago", "1 week", "1.5 seconds", "-00:00:00.000001",
+		"2562047788:00:54.775807", "-2562047788:00:54.775807", "178956970 years 7 mons", "-178956970 years -8 mons",
+		"100 hours", "1 day 01:00:00", "1 year -1 days +00:00:01", "2 days ago", "1 mon 30 days", "1.25 minutes", "12 ms"}},
+}
+
+func TestDecodeRoundTripPostgres(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t)
+	for _, tc := range roundTripCases {
+		t.Run(tc.typ, func(t *testing.T) {
+			var oid uint32
+			if err := conn.QueryRow(ctx, "SELECT $1::regtype::oid", tc.typ).Scan(&oid); err != nil {
+				t.Fatalf("look up %s: %v", tc.typ, err)
+			}
+			for _, lit := range tc.lits {
+				q := fmt.Sprintf("SELECT $1::%s", tc.typ)
+				s := outputText(t, conn, q, lit)
+				checkRoundTrip(t, oid, s, nil)
+				checkBinary(t, oid, output(t, conn, pgx.BinaryFormatCode, q, lit), s, nil)
+			}
+			// The same values as a one-dimensional array with a NULL, and as
+			// a two-dimensional one with explicit bounds.
+			var arrOID uint32
+			if err := conn.QueryRow(ctx, "SELECT typarray FROM pg_type WHERE oid = $1", oid).Scan(&arrOID); err != nil {
+				t.Fatalf("look up array of %s: %v", tc.typ, err)
+			}
+			arr := outputText(t, conn, fmt.Sprintf(`SELECT ARRAY(SELECT l::%[1]s FROM unnest($1::text[]) l) || NULL::%[1]s`, tc.typ), tc.lits)
+			arr2 := outputText(t, conn, fmt.Sprintf(`SELECT ('[0:1][-1:0]=' || ARRAY[[($1::text[])[1]::%[1]s, NULL], [($1::text[])[2]::%[1]s, ($1::text[])[1]::%[1]s]]::text)::%[1]s[]`, tc.typ), tc.lits)
+			checkRoundTrip(t, arrOID, arr, nil)
+			checkRoundTrip(t, arrOID, arr2, nil)
+			checkBinary(t, arrOID, output(t, conn, pgx.BinaryFormatCode, fmt.Sprintf(`SELECT $1::text::%s[]`, tc.typ), arr2), arr2, nil)
+		})
+	}
+}
+
+// outputText runs a one-value query and returns the value as the type's
+// output function prints it (the text result format, what pgoutput sends),
+// which is not always what a cast to text gives (bool prints "t").
+func outputText(t *testing.T, conn *pgx.Conn, sql string, arg any) string {
+	t.Helper()
+	return string(output(t, conn, pgx.TextFormatCode, sql, arg))
+}
+
+// output runs a one-value query and returns the value's bytes in the given
+// result format.
+func output(t *testing.T, conn *pgx.Conn, format int16, sql string, arg any) []byte {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), sql, pgx.QueryResultFormats{format}, arg)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		t.Fatalf("%s (%v): no row: %v", sql, arg, rows.Err())
+	}
+	raw := rows.RawValues()[0]
+	if raw == nil {
+		t.Fatalf("%s (%v): NULL", sql, arg)
+	}
+	b := append([]byte(nil), raw...)
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s (%v): %v", sql, arg, err)
+	}
+	return b
+}
+
+// checkRoundTrip decodes PostgreSQL's text form s and prints it back.
+func checkRoundTrip(t *testing.T, oid uint32, s string, r TypeResolver) any {
+	t.Helper()
+	v, err := DecodeOID(oid, TextValue(s), r)
+	if err != nil {
+		t.Errorf("DecodeOID(%d, %q): %v", oid, s, err)
+		return nil
+	}
+	got, err := FormatOID(oid, v, r)
+	if err != nil {
+		t.Errorf("FormatOID(%d, %#v): %v", oid, v, err)
+		return v
+	}
+	if got != s {
+		t.Errorf("round trip of %q (oid %d) = %q, want %q (decoded %#v)", s, oid, got, s, v)
+	}
+	return v
+}
+
+// checkBinary decodes a value's binary send form and checks it prints as
+// the server's text form.
+func checkBinary(t *testing.T, oid uint32, b []byte, text string, r TypeResolver) {
+	t.Helper()
+	v, err := DecodeOID(oid, Value{Kind: Binary, Data: b}, r)
+	if err != nil {
+		t.Errorf("DecodeOID(%d, binary %x): %v", oid, b, err)
+		return
+	}
+	got, err := FormatOID(oid, v, r)
+	if err != nil || got != text {
+		t.Errorf("binary %x (oid %d) prints as %q, %v; want %q", b, oid, got, err, text)
+	}
+}
+
+// TestDecodeOrderPostgres checks that Cmp orders values as PostgreSQL's
+// ORDER BY does, equal values included.
+func TestDecodeOrderPostgres(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t)
+	for _, tc := range roundTripCases {
+		switch tc.typ {
+		case "numeric", "date", "timestamp", "timestamptz", "interval", "timetz", "time", "uuid":
+		default:
+			continue
+		}
+		t.Run(tc.typ, func(t *testing.T) {
+			var oid uint32
+			if err := conn.QueryRow(ctx, "SELECT $1::regtype::oid", tc.typ).Scan(&oid); err != nil {
+				t.Fatalf("look up %s: %v", tc.typ, err)
+			}
+			rows, err := conn.Query(ctx, fmt.Sprintf(`
+				SELECT v::text, dense_rank() OVER (ORDER BY v)
+				FROM (SELECT l::%s v FROM unnest($1::text[]) l) s ORDER BY v`, tc.typ), tc.lits)
+			if err != nil {
+				t.Fatalf("order %s: %v", tc.typ, err)
+			}
+			var vals []any
+			var ranks []int64
+			for rows.Next() {
+				var s string
+				var rank int64
+				if err := rows.Scan(&s, &rank); err != nil {
+					t.Fatalf("scan: %v", err)
+				}
+				v, err := DecodeOID(oid, TextValue(s), nil)
+				if err != nil {
+					t.Fatalf("decode %q: %v", s, err)
+				}
+				vals = append(vals, v)
+				ranks = append(ranks, rank)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatalf("order %s: %v", tc.typ, err)
+			}
+			for i := range vals {
+				for j := range vals {
+					got, want := cmpAny(t, vals[i], vals[j]), cmpInt64(ranks[i], ranks[j])
+					if got != want {
+						t.Errorf("Cmp(%v, %v) = %d, want %d as PostgreSQL orders them", vals[i], vals[j], got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+func cmpAny(t *testing.T, a, b any) int {
+	switch a := a.(type) {
+	case Numeric:
+		return a.Cmp(b.(Numeric))
+	case Date:
+		return a.Cmp(b.(Date))
+	case Timestamp:
+		return a.Cmp(b.(Timestamp))
+	case Interval:
+		return a.Cmp(b.(Interval))
+	case TimeTZ:
+		return a.Cmp(b.(TimeTZ))
+	case TimeOfDay:
+		return cmpInt64(int64(a), int64(b.(TimeOfDay)))
+	case UUID:
+		bu := b.(UUID)
+		return strings.Compare(string(a[:]), string(bu[:]))
+	}
+	t.Fatalf("no Cmp for %T", a)
+	return 0
+}
+
+// TestDecodeValuesPostgres checks decoded fields against what the server
+// computes for the same values, so decode and print cannot be wrong in the
+// same way.
+func TestDecodeValuesPostgres(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t)
+	lits := func(typ string) []string {
+		for _, tc := range roundTripCases {
+			if tc.typ == typ {
+				return tc.lits
+			}
+		}
+		t.Fatalf("no case for %s", typ)
+		return nil
+	}
+	check := func(typ, expr string, got func(any) string) {
+		t.Run(typ, func(t *testing.T) {
+			var oid uint32
+			if err := conn.QueryRow(ctx, "SELECT $1::regtype::oid", typ).Scan(&oid); err != nil {
+				t.Fatalf("look up %s: %v", typ, err)
+			}
+			rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT v::text, (%s)::text FROM (SELECT l::%s v FROM unnest($1::text[]) l) s`, expr, typ), lits(typ))
+			if err != nil {
+				t.Fatalf("query: %v", err)
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var s, want string
+				if err := rows.Scan(&s, &want); err != nil {
+					t.Fatalf("scan: %v", err)
+				}
+				v, err := DecodeOID(oid, TextValue(s), nil)
+				if err != nil {
+					t.Fatalf("decode %q: %v", s, err)
+				}
+				if g := got(v); g != want {
+					t.Errorf("decode %s %q: got %s, want %s", typ, s, g, want)
+				}
+			}
+		})
+	}
+	check("date", `CASE WHEN isfinite(v) THEN (v - date '2000-01-01')::text ELSE v::text END`, func(v any) string {
+		d := v.(Date)
+		if d.Inf != 0 {
+			return d.String()
+		}
+		return fmt.Sprint(d.Days)
+	})
+	check("timestamp", `CASE WHEN isfinite(v) THEN (extract(epoch FROM v - timestamp '2000-01-01') * 1000000)::bigint::text ELSE v::text END`, func(v any) string {
+		ts := v.(Timestamp)
+		if ts.Inf != 0 {
+			return ts.String()
+		}
+		return fmt.Sprint(ts.Micros)
+	})
+	check("timestamptz", `CASE WHEN isfinite(v) THEN (extract(epoch FROM v - timestamptz '2000-01-01 00:00:00+00') * 1000000)::bigint::text ELSE v::text END`, func(v any) string {
+		ts := v.(Timestamp)
+		if ts.Inf != 0 {
+			return ts.StringTZ()
+		}
+		return fmt.Sprint(ts.Micros)
+	})
+	check("interval", `format('%s %s %s', extract(year FROM v)::bigint * 12 + extract(month FROM v)::bigint, extract(day FROM v)::bigint,
+		extract(hour FROM v)::bigint * 3600000000 + extract(minute FROM v)::bigint * 60000000 + extract(microseconds FROM v)::bigint)`, func(v any) string {
+		iv := v.(Interval)
+		return fmt.Sprintf("%d %d %d", iv.Months, iv.Days, iv.Micros)
+	})
+	check("timetz", `format('%s %s', (extract(epoch FROM v::time) * 1000000)::bigint, extract(timezone FROM v)::int)`, func(v any) string {
+		tz := v.(TimeTZ)
+		return fmt.Sprintf("%d %d", tz.Micros, tz.Offset)
+	})
+	check("numeric", `CASE WHEN v = 'NaN' OR v IN ('Infinity', '-Infinity') THEN v::text ELSE scale(v)::text END`, func(v any) string {
+		n := v.(Numeric)
+		if !n.IsFinite() {
+			return n.String()
+		}
+		return fmt.Sprint(n.Scale)
+	})
+	check("bytea", `encode(v, 'base64')`, func(v any) string {
+		return strings.ReplaceAll(base64Std(v.([]byte)), "\n", "")
+	})
+}
+
+// TestDecodeByteaEscapePostgres decodes the older escape output form.
+func TestDecodeByteaEscapePostgres(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t)
+	if _, err := conn.Exec(ctx, "SET bytea_output = 'escape'"); err != nil {
+		t.Fatal(err)
+	}
+	for _, lit := range []string{`\x`, `\xdeadbeef`, `\x5c00ff7f20`, "abc", `a\\b`} {
+		var esc, hexForm string
+		if err := conn.QueryRow(ctx, "SELECT $1::bytea::text, encode($1::bytea, 'hex')", lit).Scan(&esc, &hexForm); err != nil {
+			t.Fatal(err)
+		}
+		v, err := DecodeOID(OIDBytea, TextValue(esc), nil)
+		if err != nil {
+			t.Fatalf("decode %q: %v", esc, err)
+		}
+		if got := fmt.Sprintf("%x", v.([]byte)); got != hexForm {
+			t.Errorf("decode escape form %q = %s, want %s", esc, got, hexForm)
+		}
+	}
+}
+
+// TestDecodeCatalogTypesPostgres decodes enums, domains (also over
+// domains), arrays of them, composites and ranges through a resolver over
+// pg_type.
+func TestDecodeCatalogTypesPostgres(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t)
+	for _, s := range []string{
+		"CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy day')",
+		"CREATE DOMAIN posint AS int4 CHECK (VALUE > 0)",
+		"CREATE DOMAIN price AS numeric(10,2)",
+		"CREATE DOMAIN smallprice AS price CHECK (VALUE < 100)",
+		"CREATE DOMAIN stamp AS timestamptz",
+		"CREATE TYPE pair AS (a int, b text)",
+	} {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	cat := loadCatalog(t, conn)
+	cases := []struct {
+		typ, lit string
+		want     any
+	}{
+		{"mood", "happy day", "happy day"},
+		{"mood[]", "{sad,\"happy day\"}", nil},
+		{"posint", "42", int64(42)},
+		{"posint[]", "{1,NULL,3}", nil},
+		{"price", "12.5", Numeric{}},
+		{"smallprice", "99.99", Numeric{}},
+		{"smallprice[]", "{1,2.5}", nil},
+		{"stamp", "2024-01-02 03:04:05+02", Timestamp{}},
+		{"pair", "(1,\"x y\")", "(1,\"x y\")"},
+		{"pair[]", `{"(1,a)","(2,\"b c\")"}`, nil},
+		{"int4range", "[1,5)", "[1,5)"},
+		{"tstzrange", "[2024-01-01,infinity)", nil},
+		{"point", "(1,2)", "(1,2)"},
+		{"box[]", "{(1,1),(0,0);(2,2),(1,1)}", nil},
+		{"inet", "10.0.0.1/8", "10.0.0.1/8"},
+	}
+	for _, tc := range cases {
+		var oid uint32
+		var s string
+		if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT $1::regtype::oid, $2::%s::text", tc.typ), tc.typ, tc.lit).Scan(&oid, &s); err != nil {
+			t.Fatalf("%s %q: %v", tc.typ, tc.lit, err)
+		}
+		v := checkRoundTrip(t, oid, s, cat)
+		switch w := tc.want.(type) {
+		case nil:
+			if _, ok := v.(Array); !ok && strings.HasSuffix(tc.typ, "[]") {
+				t.Errorf("decode %s %q: got %T, want Array", tc.typ, s, v)
+			}
+		case Numeric, Timestamp:
+			if fmt.Sprintf("%T", v) != fmt.Sprintf("%T", w) {
+				t.Errorf("decode %s %q: got %T, want %T", tc.typ, s, v, w)
+			}
+		default:
+			if v != tc.want {
+				t.Errorf("decode %s %q = %#v, want %#v", tc.typ, s, v, tc.want)
+			}
+		}
+	}
+}
+
+func base64Std(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
