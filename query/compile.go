@@ -1,0 +1,1053 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/freshetdb/freshet/change"
+	pg "github.com/pganalyze/pg_query_go/v6"
+)
+
+// compiler holds the state of one Compile call.
+type compiler struct {
+	ctx   context.Context
+	opts  Options
+	sql   string
+	binds []Bind
+
+	tree    *pg.ParseResult
+	sel     *pg.SelectStmt
+	sources []*Source
+	refs    []*colRef
+	used    []map[int]bool // per source: catalog column indexes referenced
+
+	params    []any    // decoded binds, by $n-1
+	paramOIDs []uint32 // resolved types, 0 while unresolved
+	paramSeen []bool
+	maxParam  int
+	inCount   int // bound array elements counted against MaxInValues
+
+	pendingJoins []pendingJoinKey
+	outRefs      []*colRef // per output column; nil for count
+	orderRefs    []*colRef // per ORDER BY key
+}
+
+// Compile parses sql, decodes binds and resolves tables through
+// opts.Catalog. It returns a Plan when the query is supported, a Refusal
+// when it is not (or a bind is malformed), and an error only when it could
+// not decide (the catalog failed, ctx ended).
+func Compile(ctx context.Context, sql string, binds []Bind, opts Options) (*Plan, *Refusal, error) {
+	if opts.Catalog == nil {
+		return nil, nil, errors.New("compile query: Options.Catalog is nil")
+	}
+	if len(opts.SearchPath) == 0 {
+		opts.SearchPath = []string{"public"}
+	}
+	c := &compiler{ctx: ctx, opts: opts, sql: sql, binds: binds,
+		params: make([]any, len(binds)), paramOIDs: make([]uint32, len(binds)), paramSeen: make([]bool, len(binds))}
+	p, err := c.compile()
+	if err != nil {
+		var r *Refusal
+		if errors.As(err, &r) {
+			return nil, r, nil
+		}
+		return nil, nil, err
+	}
+	return p, nil, nil
+}
+
+// refusalAt returns a refusal positioned at a parse-tree location.
+func refusalAt(loc int32, code Code, format string, args ...any) *Refusal {
+	r := refuse(code, format, args...)
+	if loc >= 0 {
+		r.Position = int(loc) + 1
+	}
+	return r
+}
+
+// Parse checks sql's shape and limits without a catalog or binds: it
+// returns the refusal Compile would give for the statement's text alone, or
+// nil. It is cheap enough to run on every incoming query.
+func Parse(sql string, opts Options) *Refusal {
+	c := &compiler{opts: opts, sql: sql}
+	if err := c.parse(); err != nil {
+		var r *Refusal
+		if errors.As(err, &r) {
+			return r
+		}
+		return refuse(CodeSyntax, "%v", err)
+	}
+	return nil
+}
+
+func (c *compiler) parse() error {
+	if c.opts.MaxSQLLength > 0 && len(c.sql) > c.opts.MaxSQLLength {
+		return refuse(CodeTooLong, "the SQL text is %d bytes, more than the limit of %d (MaxSQLLength)", len(c.sql), c.opts.MaxSQLLength)
+	}
+	tree, err := pg.Parse(c.sql)
+	if err != nil {
+		return refuse(CodeSyntax, "PostgreSQL cannot parse the query: %v", err)
+	}
+	c.tree = tree
+	switch n := len(tree.Stmts); {
+	case n == 0:
+		return refuse(CodeSyntax, "the SQL text holds no statement")
+	case n > 1:
+		return refuse(CodeMultiple, "the SQL text holds %d statements; only one SELECT is supported", n)
+	}
+	sel := tree.Stmts[0].Stmt.GetSelectStmt()
+	if sel == nil {
+		return refuse(CodeNotSelect, "%s statements are not supported; only SELECT is", stmtName(tree.Stmts[0].Stmt))
+	}
+	c.sel = sel
+	switch {
+	case sel.WithClause != nil:
+		return refusalAt(sel.WithClause.Location, CodeCTE, "WITH (common table expressions) is not supported")
+	case sel.Op != pg.SetOperation_SETOP_NONE:
+		return refuse(CodeSetOp, "%s is not supported", setOpName(sel.Op))
+	case len(sel.ValuesLists) > 0:
+		return refuse(CodeValues, "VALUES lists are not supported")
+	case sel.IntoClause != nil:
+		return refuse(CodeInto, "SELECT INTO is not supported")
+	case len(sel.DistinctClause) > 0:
+		return refuse(CodeDistinct, "DISTINCT is not supported")
+	case len(sel.GroupClause) > 0:
+		return refuse(CodeGroupBy, "GROUP BY is not supported")
+	case sel.HavingClause != nil:
+		return refuse(CodeHaving, "HAVING is not supported")
+	case len(sel.WindowClause) > 0:
+		return refuse(CodeWindow, "WINDOW clauses are not supported")
+	case len(sel.LockingClause) > 0:
+		return refuse(CodeLocking, "FOR UPDATE/FOR SHARE locking clauses are not supported")
+	case len(sel.FromClause) == 0:
+		return refuse(CodeNoFrom, "a SELECT without FROM is not supported")
+	case len(sel.FromClause) > 1:
+		return refuse(CodeJoinKind, "comma-separated FROM items (an implicit CROSS JOIN) are not supported; use JOIN ... ON")
+	case sel.LimitOption == pg.LimitOption_LIMIT_OPTION_WITH_TIES:
+		return refuse(CodeLimit, "FETCH FIRST ... WITH TIES is not supported")
+	}
+	// Limits, measured on the tree before anything is planned.
+	if sel.WhereClause != nil {
+		if c.opts.MaxDepth > 0 {
+			if d := depth(sel.WhereClause, c.opts.MaxDepth+1); d > c.opts.MaxDepth {
+				return refuse(CodeTooComplex, "the WHERE clause is nested more than %d levels deep (MaxDepth)", c.opts.MaxDepth)
+			}
+		}
+		if c.opts.MaxAlternatives > 0 {
+			limit := int64(c.opts.MaxAlternatives)
+			if n := alternatives(sel.WhereClause, false, limit+1); n > limit {
+				return refuse(CodeTooComplex, "the WHERE clause has more than %d alternatives in disjunctive normal form (MaxAlternatives)", c.opts.MaxAlternatives)
+			}
+		}
+	}
+	if c.opts.MaxInValues > 0 {
+		if n := inValues(sel.WhereClause, int64(c.opts.MaxInValues)+1); n > int64(c.opts.MaxInValues) {
+			return refuse(CodeTooManyInValues, "the query lists more than %d IN/NOT IN values (MaxInValues)", c.opts.MaxInValues)
+		}
+	}
+	return nil
+}
+
+// depth returns how deeply the boolean and comparison structure of n is
+// nested, stopping at limit.
+func depth(n *pg.Node, limit int) int {
+	if n == nil || limit <= 0 {
+		return 0
+	}
+	best := 0
+	for _, ch := range children(n) {
+		if d := depth(ch, limit-1); d > best {
+			best = d
+		}
+		if best >= limit {
+			break
+		}
+	}
+	return best + 1
+}
+
+// children returns the sub-expressions of n that predicates are built of.
+func children(n *pg.Node) []*pg.Node {
+	switch x := n.Node.(type) {
+	case *pg.Node_BoolExpr:
+		return x.BoolExpr.Args
+	case *pg.Node_AExpr:
+		return []*pg.Node{x.AExpr.Lexpr, x.AExpr.Rexpr}
+	case *pg.Node_NullTest:
+		return []*pg.Node{x.NullTest.Arg}
+	case *pg.Node_BooleanTest:
+		return []*pg.Node{x.BooleanTest.Arg}
+	case *pg.Node_TypeCast:
+		return []*pg.Node{x.TypeCast.Arg}
+	case *pg.Node_List:
+		return x.List.Items
+	case *pg.Node_FuncCall:
+		return x.FuncCall.Args
+	case *pg.Node_AArrayExpr:
+		return x.AArrayExpr.Elements
+	}
+	return nil
+}
+
+// sat adds or multiplies counts, saturating at limit.
+func satAdd(a, b, limit int64) int64 {
+	if a+b > limit {
+		return limit
+	}
+	return a + b
+}
+
+func satMul(a, b, limit int64) int64 {
+	if a != 0 && b > limit/a {
+		return limit
+	}
+	if a*b > limit {
+		return limit
+	}
+	return a * b
+}
+
+// alternatives counts the alternatives of n's disjunctive normal form
+// (negated when neg) without building it: AND multiplies its parts' counts,
+// OR adds them, NOT swaps the two. Counting stops at limit.
+func alternatives(n *pg.Node, neg bool, limit int64) int64 {
+	switch x := n.Node.(type) {
+	case *pg.Node_BoolExpr:
+		b := x.BoolExpr
+		switch b.Boolop {
+		case pg.BoolExprType_NOT_EXPR:
+			if len(b.Args) == 1 {
+				return alternatives(b.Args[0], !neg, limit)
+			}
+		case pg.BoolExprType_AND_EXPR, pg.BoolExprType_OR_EXPR:
+			mul := (b.Boolop == pg.BoolExprType_AND_EXPR) != neg
+			var total int64
+			if mul {
+				total = 1
+			}
+			for _, a := range b.Args {
+				k := alternatives(a, neg, limit)
+				if mul {
+					total = satMul(total, k, limit)
+				} else {
+					total = satAdd(total, k, limit)
+				}
+			}
+			return total
+		}
+	case *pg.Node_AExpr:
+		switch x.AExpr.Kind {
+		case pg.A_Expr_Kind_AEXPR_BETWEEN, pg.A_Expr_Kind_AEXPR_NOT_BETWEEN:
+			// x BETWEEN a AND b is one conjunction; NOT BETWEEN two alternatives.
+			if (x.AExpr.Kind == pg.A_Expr_Kind_AEXPR_NOT_BETWEEN) != neg {
+				return 2
+			}
+		case pg.A_Expr_Kind_AEXPR_BETWEEN_SYM, pg.A_Expr_Kind_AEXPR_NOT_BETWEEN_SYM:
+			return 4
+		}
+	case *pg.Node_BooleanTest:
+		return alternatives(x.BooleanTest.Arg, neg, limit)
+	}
+	return 1
+}
+
+// inValues counts IN list items and ARRAY[...] elements under n.
+func inValues(n *pg.Node, limit int64) int64 {
+	if n == nil {
+		return 0
+	}
+	var total int64
+	var walk func(n *pg.Node, d int)
+	walk = func(n *pg.Node, d int) {
+		if n == nil || total >= limit || d > 10000 {
+			return
+		}
+		switch x := n.Node.(type) {
+		case *pg.Node_AExpr:
+			if x.AExpr.Kind == pg.A_Expr_Kind_AEXPR_IN {
+				if l := x.AExpr.Rexpr.GetList(); l != nil {
+					total += int64(len(l.Items))
+				}
+			}
+		case *pg.Node_AArrayExpr:
+			total += int64(len(x.AArrayExpr.Elements))
+		}
+		for _, ch := range children(n) {
+			walk(ch, d+1)
+		}
+	}
+	walk(n, 0)
+	return total
+}
+
+func stmtName(n *pg.Node) string {
+	switch n.Node.(type) {
+	case *pg.Node_InsertStmt:
+		return "INSERT"
+	case *pg.Node_UpdateStmt:
+		return "UPDATE"
+	case *pg.Node_DeleteStmt:
+		return "DELETE"
+	case *pg.Node_MergeStmt:
+		return "MERGE"
+	case *pg.Node_ExplainStmt:
+		return "EXPLAIN"
+	case *pg.Node_CopyStmt:
+		return "COPY"
+	case *pg.Node_TransactionStmt:
+		return "transaction control"
+	case *pg.Node_VariableSetStmt:
+		return "SET"
+	}
+	name := fmt.Sprintf("%T", n.Node)
+	name = strings.TrimPrefix(name, "*pg_query.Node_")
+	return name
+}
+
+func setOpName(op pg.SetOperation) string {
+	switch op {
+	case pg.SetOperation_SETOP_UNION:
+		return "UNION"
+	case pg.SetOperation_SETOP_INTERSECT:
+		return "INTERSECT"
+	case pg.SetOperation_SETOP_EXCEPT:
+		return "EXCEPT"
+	}
+	return "a set operation"
+}
+
+func (c *compiler) compile() (*Plan, error) {
+	if err := c.parse(); err != nil {
+		return nil, err
+	}
+	sel := c.sel
+	if err := c.from(sel.FromClause[0]); err != nil {
+		return nil, err
+	}
+	p := &Plan{SQL: c.sql, Binds: c.binds, Limit: -1}
+	if err := c.targets(p, sel.TargetList); err != nil {
+		return nil, err
+	}
+	if sel.WhereClause != nil {
+		e, err := c.pred(sel.WhereClause)
+		if err != nil {
+			return nil, err
+		}
+		p.filter = e
+	}
+	if err := c.order(p, sel.SortClause); err != nil {
+		return nil, err
+	}
+	if err := c.limits(p); err != nil {
+		return nil, err
+	}
+	if c.maxParam != len(c.binds) {
+		if c.maxParam > len(c.binds) {
+			return nil, &Refusal{Code: CodeBind, Param: c.maxParam,
+				Message: fmt.Sprintf("the query uses $%d but %d binds were given", c.maxParam, len(c.binds))}
+		}
+		return nil, refuse(CodeBind, "%d binds were given but the query uses %d parameters", len(c.binds), c.maxParam)
+	}
+	for i, seen := range c.paramSeen {
+		if !seen {
+			return nil, &Refusal{Code: CodeBind, Param: i + 1,
+				Message: fmt.Sprintf("$%d is not used by the query, so its type cannot be known", i+1)}
+		}
+	}
+	c.finish(p)
+	return p, nil
+}
+
+// finish lays out each source's needed columns, fills in column indexes,
+// derives routing constraints and the normalized form.
+func (c *compiler) finish(p *Plan) {
+	for i, s := range c.sources {
+		used := c.used[i]
+		pos := make(map[int]int)
+		var cols []Column
+		for _, name := range s.Table.PrimaryKey {
+			_, ci := s.Table.Column(name)
+			pos[ci] = len(cols)
+			cols = append(cols, s.Table.Columns[ci])
+		}
+		s.KeyN = len(cols)
+		for ci := range s.Table.Columns {
+			if used[ci] {
+				if _, ok := pos[ci]; !ok {
+					pos[ci] = len(cols)
+					cols = append(cols, s.Table.Columns[ci])
+				}
+			}
+		}
+		s.Columns = cols
+		for _, r := range c.refs {
+			if r.src == i {
+				r.idx = pos[r.cat]
+			}
+		}
+	}
+	c.fixJoinKeys()
+	c.fixOutputs(p)
+	p.Sources = c.sources
+	p.Params = c.params
+	p.ParamOIDs = c.paramOIDs
+	c.constraints(p)
+	p.stmt = &selectStmt{tree: c.tree, sel: c.sel}
+	p.Normalized, _ = pg.Deparse(c.tree)
+	var key strings.Builder
+	key.WriteString(p.Normalized)
+	var kb []byte
+	for i, v := range c.params {
+		kb = kb[:0]
+		kb = append(kb, 0)
+		kb = strconv.AppendUint(kb, uint64(c.paramOIDs[i]), 10)
+		kb = append(kb, ':')
+		kb = AppendKey(kb, c.paramOIDs[i], v)
+		key.Write(kb)
+	}
+	p.Key = key.String()
+}
+
+// joinRefs and outRefs remember colRefs whose final index is copied into
+// the public structures once known.
+type pendingJoinKey struct {
+	src, k      int
+	mine, other *colRef
+}
+
+func (c *compiler) fixJoinKeys() {
+	for _, pj := range c.pendingJoins {
+		c.sources[pj.src].On[pj.k] = JoinKey{Column: pj.mine.idx, Other: pj.other.src, OtherColumn: pj.other.idx}
+	}
+}
+
+func (c *compiler) fixOutputs(p *Plan) {
+	for i, r := range c.outRefs {
+		if r != nil {
+			p.Output[i].Column = r.idx
+		}
+	}
+	for i, r := range c.orderRefs {
+		p.Order[i].Column = r.idx
+	}
+}
+
+// ref records a reference to column cat of source src.
+func (c *compiler) ref(src, cat int) *colRef {
+	c.used[src][cat] = true
+	r := &colRef{src: src, cat: cat, oid: c.sources[src].Table.Columns[cat].TypeOID}
+	c.refs = append(c.refs, r)
+	return r
+}
+
+// column returns the catalog column a colRef points at.
+func (c *compiler) column(r *colRef) *Column {
+	return &c.sources[r.src].Table.Columns[r.cat]
+}
+
+func strVal(n *pg.Node) (string, bool) {
+	if s := n.GetString_(); s != nil {
+		return s.Sval, true
+	}
+	return "", false
+}
+
+// resolveColumn finds the column a ColumnRef's fields name. It returns
+// src -1 for a star (with the qualifying source, or -1 for a bare *).
+func (c *compiler) resolveColumn(cr *pg.ColumnRef) (src, cat int, star bool, err error) {
+	var names []string
+	for i, f := range cr.Fields {
+		if f.GetAStar() != nil {
+			if i != len(cr.Fields)-1 {
+				return 0, 0, false, refusalAt(cr.Location, CodeExpression, "a * in the middle of a column reference is not supported")
+			}
+			star = true
+			continue
+		}
+		s, ok := strVal(f)
+		if !ok {
+			return 0, 0, false, refusalAt(cr.Location, CodeExpression, "this column reference is not supported")
+		}
+		names = append(names, s)
+	}
+	full := strings.Join(names, ".")
+	if star {
+		if len(names) == 0 {
+			return -1, 0, true, nil
+		}
+		s, err := c.sourceByName(names, cr.Location)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		return s, 0, true, nil
+	}
+	switch len(names) {
+	case 1:
+		found := -1
+		for i, s := range c.sources {
+			if _, ci := s.Table.Column(names[0]); ci >= 0 {
+				if found >= 0 {
+					return 0, 0, false, refusalAt(cr.Location, CodeUnknownColumn, "column reference %q is ambiguous", names[0])
+				}
+				found, cat = i, ci
+			}
+		}
+		if found < 0 {
+			r := refusalAt(cr.Location, CodeUnknownColumn, "column %q does not exist", names[0])
+			r.Retryable = true
+			return 0, 0, false, r
+		}
+		return found, cat, false, nil
+	case 2, 3:
+		s, err := c.sourceByName(names[:len(names)-1], cr.Location)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		col := names[len(names)-1]
+		if _, ci := c.sources[s].Table.Column(col); ci >= 0 {
+			return s, ci, false, nil
+		}
+		r := refusalAt(cr.Location, CodeUnknownColumn, "column %s does not exist", full)
+		r.Retryable = true
+		return 0, 0, false, r
+	}
+	return 0, 0, false, refusalAt(cr.Location, CodeUnknownColumn, "column reference %s has too many dotted names", full)
+}
+
+// sourceByName finds the source a qualifier (alias, or schema and table)
+// names.
+func (c *compiler) sourceByName(q []string, loc int32) (int, error) {
+	found := -1
+	for i, s := range c.sources {
+		var match bool
+		if len(q) == 1 {
+			match = s.Alias == q[0]
+		} else {
+			match = s.Alias == s.Table.Name && s.Table.Schema == q[0] && s.Table.Name == q[1]
+		}
+		if match {
+			if found >= 0 {
+				return 0, refusalAt(loc, CodeUnknownColumn, "table reference %q is ambiguous", strings.Join(q, "."))
+			}
+			found = i
+		}
+	}
+	if found < 0 {
+		return 0, refusalAt(loc, CodeUnknownColumn, "missing FROM-clause entry for table %q", strings.Join(q, "."))
+	}
+	return found, nil
+}
+
+// from reads the FROM item: a table, or a left-deep tree of INNER and LEFT
+// joins.
+func (c *compiler) from(n *pg.Node) error {
+	switch x := n.Node.(type) {
+	case *pg.Node_RangeVar:
+		return c.addTable(x.RangeVar, JoinRoot, false)
+	case *pg.Node_JoinExpr:
+		j := x.JoinExpr
+		if j.Alias != nil || j.JoinUsingAlias != nil {
+			return refuse(CodeJoinShape, "an alias on a join is not supported")
+		}
+		if j.IsNatural {
+			return refuse(CodeJoinKind, "NATURAL JOIN is not supported; use JOIN ... ON")
+		}
+		if len(j.UsingClause) > 0 {
+			return refuse(CodeJoinKind, "JOIN ... USING is not supported; use JOIN ... ON")
+		}
+		var kind JoinKind
+		switch j.Jointype {
+		case pg.JoinType_JOIN_INNER:
+			if j.Quals == nil {
+				return refuse(CodeJoinKind, "CROSS JOIN is not supported")
+			}
+			kind = JoinInner
+		case pg.JoinType_JOIN_LEFT:
+			kind = JoinLeft
+		case pg.JoinType_JOIN_RIGHT:
+			return refuse(CodeJoinKind, "RIGHT JOIN is not supported")
+		case pg.JoinType_JOIN_FULL:
+			return refuse(CodeJoinKind, "FULL JOIN is not supported")
+		default:
+			return refuse(CodeJoinKind, "this kind of join is not supported")
+		}
+		if err := c.from(j.Larg); err != nil {
+			return err
+		}
+		rv := j.Rarg.GetRangeVar()
+		if rv == nil {
+			if j.Rarg.GetJoinExpr() != nil {
+				return refuse(CodeJoinShape, "a parenthesized join on the right side of a join is not supported; write the joins left to right")
+			}
+			return c.fromItem(j.Rarg)
+		}
+		nullable := kind == JoinLeft
+		if err := c.addTable(rv, kind, nullable); err != nil {
+			return err
+		}
+		return c.joinOn(len(c.sources)-1, j.Quals)
+	}
+	return c.fromItem(n)
+}
+
+func (c *compiler) fromItem(n *pg.Node) error {
+	switch n.Node.(type) {
+	case *pg.Node_RangeSubselect:
+		return refuse(CodeSubquery, "a subquery in FROM is not supported")
+	case *pg.Node_RangeFunction:
+		return refuse(CodeFromItem, "a function in FROM is not supported")
+	}
+	return refuse(CodeFromItem, "this FROM item is not supported; name a table")
+}
+
+// addTable resolves a table and adds it as a source.
+func (c *compiler) addTable(rv *pg.RangeVar, kind JoinKind, nullable bool) error {
+	if rv.Catalogname != "" {
+		return refusalAt(rv.Location, CodeUnknownTable, "a database-qualified table name (%s.%s.%s) is not supported", rv.Catalogname, rv.Schemaname, rv.Relname)
+	}
+	var t *Table
+	if rv.Schemaname != "" {
+		var err error
+		t, err = c.opts.Catalog.Table(c.ctx, rv.Schemaname, rv.Relname)
+		if err != nil && !errors.Is(err, ErrNoTable) {
+			return fmt.Errorf("resolve table %s.%s: %w", rv.Schemaname, rv.Relname, err)
+		}
+	} else {
+		for _, schema := range c.opts.SearchPath {
+			tt, err := c.opts.Catalog.Table(c.ctx, schema, rv.Relname)
+			if err == nil {
+				t = tt
+				break
+			}
+			if !errors.Is(err, ErrNoTable) {
+				return fmt.Errorf("resolve table %s.%s: %w", schema, rv.Relname, err)
+			}
+		}
+	}
+	if t == nil {
+		name := rv.Relname
+		if rv.Schemaname != "" {
+			name = rv.Schemaname + "." + name
+		}
+		r := refusalAt(rv.Location, CodeUnknownTable, "relation %q does not exist (search path %s)", name, strings.Join(c.opts.SearchPath, ", "))
+		r.Retryable = true
+		return r
+	}
+	if len(t.PrimaryKey) == 0 {
+		r := refusalAt(rv.Location, CodeNoPrimaryKey, "table %s.%s has no primary key; add one to subscribe to it", t.Schema, t.Name)
+		r.Retryable = true
+		return r
+	}
+	rv.Schemaname = t.Schema // normalized: always qualified
+	alias := t.Name
+	if rv.Alias != nil {
+		if len(rv.Alias.Colnames) > 0 {
+			return refusalAt(rv.Location, CodeFromItem, "column aliases on a table (%s(...)) are not supported", rv.Alias.Aliasname)
+		}
+		alias = rv.Alias.Aliasname
+	}
+	for _, s := range c.sources {
+		if s.Alias == alias {
+			return refusalAt(rv.Location, CodeDuplicateAlias, "table name %q specified more than once", alias)
+		}
+	}
+	c.sources = append(c.sources, &Source{Alias: alias, Table: t, Join: kind, Nullable: nullable})
+	c.used = append(c.used, make(map[int]bool))
+	return nil
+}
+
+// joinOn reads the ON condition of source s: a conjunction of equalities
+// between a column of s and a column of an earlier source.
+func (c *compiler) joinOn(s int, quals *pg.Node) error {
+	var eqs []*pg.Node
+	var flatten func(n *pg.Node) error
+	flatten = func(n *pg.Node) error {
+		if b := n.GetBoolExpr(); b != nil && b.Boolop == pg.BoolExprType_AND_EXPR {
+			for _, a := range b.Args {
+				if err := flatten(a); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		eqs = append(eqs, n)
+		return nil
+	}
+	if err := flatten(quals); err != nil {
+		return err
+	}
+	for _, n := range eqs {
+		a := n.GetAExpr()
+		if a == nil || a.Kind != pg.A_Expr_Kind_AEXPR_OP || opName(a.Name) != "=" {
+			return refuse(CodeJoinCondition, "join conditions must be equalities between columns joined by AND; %s is not supported", c.snippet(n))
+		}
+		lc, rc := a.Lexpr.GetColumnRef(), a.Rexpr.GetColumnRef()
+		if lc == nil || rc == nil {
+			return refusalAt(a.Location, CodeJoinCondition, "join conditions must compare two columns; %s is not supported", c.snippet(n))
+		}
+		ls, lcat, lstar, err := c.resolveColumn(lc)
+		if err != nil {
+			return err
+		}
+		rs, rcat, rstar, err := c.resolveColumn(rc)
+		if err != nil {
+			return err
+		}
+		if lstar || rstar {
+			return refusalAt(a.Location, CodeJoinCondition, "* in a join condition is not supported")
+		}
+		if rs != s {
+			ls, lcat, rs, rcat = rs, rcat, ls, lcat
+		}
+		if rs != s || ls >= s {
+			return refusalAt(a.Location, CodeJoinCondition, "each join equality must link a column of %q to a column of an earlier table: %s", c.sources[s].Alias, c.snippet(n))
+		}
+		mine, other := c.ref(rs, rcat), c.ref(ls, lcat)
+		mc, oc := c.column(mine), c.column(other)
+		mf, of := c.colFamily(mc), c.colFamily(oc)
+		if mf != of || mf == famNone || mf == famJSON || mf == famArray || mf == famUnknown {
+			return refusalAt(a.Location, CodeJoinCondition, "joining %s (%s) with %s (%s) is not supported: join columns must be of one family of types",
+				mc.Name, mf, oc.Name, of)
+		}
+		if mf == famEnum && mc.TypeOID != oc.TypeOID {
+			return refusalAt(a.Location, CodeJoinCondition, "joining columns of two different enum types is not supported")
+		}
+		if mf == famText && (!mc.Collation.Deterministic && mc.Collation.OID != 0 || !oc.Collation.Deterministic && oc.Collation.OID != 0) {
+			return refusalAt(a.Location, CodeCollation, "joining on text under a nondeterministic collation is not supported")
+		}
+		if c.sources[ls].Nullable {
+			c.sources[s].Nullable = true
+		}
+		c.sources[s].On = append(c.sources[s].On, JoinKey{})
+		c.pendingJoins = append(c.pendingJoins, pendingJoinKey{src: s, k: len(c.sources[s].On) - 1, mine: mine, other: other})
+	}
+	return nil
+}
+
+// colFamily returns the family of a catalog column's values.
+func (c *compiler) colFamily(col *Column) family {
+	switch col.Type.Kind {
+	case change.KindEnum:
+		return famEnum
+	case change.KindArray:
+		return famArray
+	}
+	return familyOf(col.TypeOID)
+}
+
+// snippet returns the SQL text around a node, for messages.
+func (c *compiler) snippet(n *pg.Node) string {
+	var version int32
+	if c.tree != nil {
+		version = c.tree.Version
+	}
+	tree := &pg.ParseResult{Version: version, Stmts: []*pg.RawStmt{{Stmt: &pg.Node{Node: &pg.Node_SelectStmt{SelectStmt: &pg.SelectStmt{
+		TargetList: []*pg.Node{{Node: &pg.Node_ResTarget{ResTarget: &pg.ResTarget{Val: n}}}},
+		Op:         pg.SetOperation_SETOP_NONE, LimitOption: pg.LimitOption_LIMIT_OPTION_DEFAULT}}}}}}
+	s, err := pg.Deparse(tree)
+	if err != nil {
+		return "this expression"
+	}
+	s = strings.TrimPrefix(s, "SELECT ")
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	return s
+}
+
+// opName returns an operator's name ("=", "~~", ...), "" if qualified
+// oddly.
+func opName(name []*pg.Node) string {
+	if len(name) == 0 {
+		return ""
+	}
+	if len(name) == 2 {
+		if s, _ := strVal(name[0]); s != "pg_catalog" {
+			return ""
+		}
+	}
+	s, _ := strVal(name[len(name)-1])
+	return s
+}
+
+// targets reads the output list.
+func (c *compiler) targets(p *Plan, list []*pg.Node) error {
+	for _, n := range list {
+		rt := n.GetResTarget()
+		if rt == nil {
+			return refuse(CodeTargetList, "this output item is not supported")
+		}
+		if len(rt.Indirection) > 0 {
+			return refusalAt(rt.Location, CodeTargetList, "subscripts and field selection in the output are not supported")
+		}
+		switch v := rt.Val.Node.(type) {
+		case *pg.Node_ColumnRef:
+			src, cat, star, err := c.resolveColumn(v.ColumnRef)
+			if err != nil {
+				return err
+			}
+			if star {
+				for i, s := range c.sources {
+					if src >= 0 && i != src {
+						continue
+					}
+					for ci, col := range s.Table.Columns {
+						c.addOutput(p, c.ref(i, ci), col.Name)
+					}
+				}
+				continue
+			}
+			r := c.ref(src, cat)
+			name := rt.Name
+			if name == "" {
+				name = c.column(r).Name
+			}
+			c.addOutput(p, r, name)
+		case *pg.Node_FuncCall:
+			f := v.FuncCall
+			if isCountStar(f) {
+				if len(list) != 1 {
+					return refusalAt(f.Location, CodeAggregate, "COUNT(*) with other output columns is not supported (it would need GROUP BY)")
+				}
+				name := rt.Name
+				if name == "" {
+					name = "count"
+				}
+				p.Count = true
+				p.Output = append(p.Output, Output{Name: name, TypeOID: change.OIDInt8, TypeMod: -1, Source: -1, Column: -1})
+				c.outRefs = append(c.outRefs, nil)
+				continue
+			}
+			return c.unsupported(rt.Val, "in the output")
+		default:
+			return c.unsupported(rt.Val, "in the output")
+		}
+	}
+	if len(p.Output) == 0 {
+		return refuse(CodeTargetList, "a SELECT without output columns is not supported")
+	}
+	return nil
+}
+
+func (c *compiler) addOutput(p *Plan, r *colRef, name string) {
+	col := c.column(r)
+	p.Output = append(p.Output, Output{Name: name, TypeOID: col.TypeOID, TypeMod: col.TypeMod, Source: r.src})
+	c.outRefs = append(c.outRefs, r)
+}
+
+func isCountStar(f *pg.FuncCall) bool {
+	if len(f.Funcname) == 0 {
+		return false
+	}
+	name, _ := strVal(f.Funcname[len(f.Funcname)-1])
+	return strings.EqualFold(name, "count") && f.AggStar && !f.AggDistinct && f.AggFilter == nil && f.Over == nil &&
+		len(f.AggOrder) == 0 && !f.AggWithinGroup && len(f.Args) == 0
+}
+
+var aggregates = map[string]bool{"count": true, "sum": true, "avg": true, "min": true, "max": true, "array_agg": true,
+	"string_agg": true, "bool_and": true, "bool_or": true, "every": true, "json_agg": true, "jsonb_agg": true,
+	"json_object_agg": true, "jsonb_object_agg": true, "bit_and": true, "bit_or": true, "bit_xor": true,
+	"stddev": true, "stddev_pop": true, "stddev_samp": true, "variance": true, "var_pop": true, "var_samp": true,
+	"percentile_cont": true, "percentile_disc": true, "mode": true, "xmlagg": true, "range_agg": true, "range_intersect_agg": true,
+	"corr": true, "covar_pop": true, "covar_samp": true, "regr_avgx": true, "regr_avgy": true, "regr_count": true,
+	"regr_intercept": true, "regr_r2": true, "regr_slope": true, "regr_sxx": true, "regr_sxy": true, "regr_syy": true}
+
+var volatiles = map[string]bool{"now": true, "random": true, "clock_timestamp": true, "statement_timestamp": true,
+	"transaction_timestamp": true, "timeofday": true, "gen_random_uuid": true, "uuid_generate_v1": true,
+	"uuid_generate_v4": true, "nextval": true, "currval": true, "lastval": true, "setval": true, "txid_current": true,
+	"pg_current_xact_id": true, "pg_backend_pid": true, "random_normal": true, "setseed": true, "age": true,
+	"current_setting": true, "pg_sleep": true, "inet_client_addr": true, "pg_postmaster_start_time": true}
+
+// unsupported returns the refusal for an expression node that is not
+// supported where it stands.
+func (c *compiler) unsupported(n *pg.Node, where string) error {
+	loc := int32(-1)
+	switch x := n.Node.(type) {
+	case *pg.Node_SubLink:
+		return refusalAt(x.SubLink.Location, CodeSubquery, "subqueries are not supported (%s: %s)", where, c.snippet(n))
+	case *pg.Node_FuncCall:
+		f := x.FuncCall
+		name := ""
+		if len(f.Funcname) > 0 {
+			name, _ = strVal(f.Funcname[len(f.Funcname)-1])
+		}
+		lname := strings.ToLower(name)
+		switch {
+		case f.Over != nil:
+			return refusalAt(f.Location, CodeWindow, "window functions are not supported (%s(...) OVER ...)", name)
+		case aggregates[lname]:
+			if lname == "count" {
+				return refusalAt(f.Location, CodeAggregate, "only COUNT(*) alone is supported, not %s", c.snippet(n))
+			}
+			return refusalAt(f.Location, CodeAggregate, "aggregate %s() is not supported; only COUNT(*) is", name)
+		case volatiles[lname]:
+			return refusalAt(f.Location, CodeVolatile, "%s() is volatile or depends on the time; its result cannot be kept fresh", name)
+		}
+		return refusalAt(f.Location, CodeFunction, "function %s() is not supported", name)
+	case *pg.Node_SqlvalueFunction:
+		switch x.SqlvalueFunction.Op {
+		case pg.SQLValueFunctionOp_SVFOP_CURRENT_DATE, pg.SQLValueFunctionOp_SVFOP_CURRENT_TIME, pg.SQLValueFunctionOp_SVFOP_CURRENT_TIME_N,
+			pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP, pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP_N,
+			pg.SQLValueFunctionOp_SVFOP_LOCALTIME, pg.SQLValueFunctionOp_SVFOP_LOCALTIME_N,
+			pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP, pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP_N:
+			return refusalAt(x.SqlvalueFunction.Location, CodeVolatile, "%s depends on the time; its result cannot be kept fresh", c.snippet(n))
+		}
+		return refusalAt(x.SqlvalueFunction.Location, CodeFunction, "%s is not supported", c.snippet(n))
+	case *pg.Node_CollateClause:
+		return refusalAt(x.CollateClause.Location, CodeCollation, "COLLATE is not supported")
+	case *pg.Node_ColumnRef:
+		return refusalAt(x.ColumnRef.Location, CodeExpression, "column %s is not supported %s", c.snippet(n), where)
+	case *pg.Node_TypeCast:
+		loc = x.TypeCast.Location
+	case *pg.Node_CaseExpr:
+		return refusalAt(x.CaseExpr.Location, CodeExpression, "CASE is not supported")
+	case *pg.Node_CoalesceExpr:
+		return refusalAt(x.CoalesceExpr.Location, CodeFunction, "COALESCE is not supported")
+	case *pg.Node_MinMaxExpr:
+		return refusalAt(x.MinMaxExpr.Location, CodeFunction, "GREATEST/LEAST are not supported")
+	case *pg.Node_RowExpr:
+		return refusalAt(x.RowExpr.Location, CodeExpression, "row constructors are not supported")
+	case *pg.Node_AExpr:
+		loc = x.AExpr.Location
+		switch x.AExpr.Kind {
+		case pg.A_Expr_Kind_AEXPR_OP:
+			return refusalAt(loc, CodeOperator, "operator %s is not supported (%s: %s)", opName(x.AExpr.Name), where, c.snippet(n))
+		case pg.A_Expr_Kind_AEXPR_NULLIF:
+			return refusalAt(loc, CodeFunction, "NULLIF is not supported")
+		}
+	case *pg.Node_AIndirection:
+		return refuse(CodeExpression, "subscripts and field selection are not supported")
+	}
+	return refusalAt(loc, CodeExpression, "%s is not supported %s", c.snippet(n), where)
+}
+
+// order reads ORDER BY: columns (or output names or positions) only.
+func (c *compiler) order(p *Plan, list []*pg.Node) error {
+	if len(list) > 0 && p.Count {
+		return refuse(CodeOrderBy, "ORDER BY with COUNT(*) is not supported")
+	}
+	for _, n := range list {
+		sb := n.GetSortBy()
+		if sb == nil {
+			return refuse(CodeOrderBy, "this ORDER BY item is not supported")
+		}
+		if sb.SortbyDir == pg.SortByDir_SORTBY_USING {
+			return refusalAt(sb.Location, CodeOrderBy, "ORDER BY ... USING is not supported")
+		}
+		var r *colRef
+		switch x := sb.Node.Node.(type) {
+		case *pg.Node_AConst:
+			iv := x.AConst.GetIval()
+			if iv == nil {
+				return refusalAt(x.AConst.Location, CodeOrderBy, "ORDER BY a constant is not supported")
+			}
+			k := int(iv.Ival)
+			if k < 1 || k > len(p.Output) || c.outRefs[k-1] == nil {
+				return refusalAt(x.AConst.Location, CodeOrderBy, "ORDER BY position %d is not in the select list", k)
+			}
+			r = c.outRefs[k-1]
+		case *pg.Node_ColumnRef:
+			// A bare name matches an output column's name first, as
+			// PostgreSQL does.
+			if len(x.ColumnRef.Fields) == 1 {
+				if name, ok := strVal(x.ColumnRef.Fields[0]); ok {
+					for i, o := range p.Output {
+						if o.Name == name && c.outRefs[i] != nil {
+							if r != nil && (r.src != c.outRefs[i].src || r.cat != c.outRefs[i].cat) {
+								return refusalAt(x.ColumnRef.Location, CodeOrderBy, "ORDER BY %q is ambiguous", name)
+							}
+							r = c.outRefs[i]
+						}
+					}
+				}
+			}
+			if r == nil {
+				src, cat, star, err := c.resolveColumn(x.ColumnRef)
+				if err != nil {
+					return err
+				}
+				if star {
+					return refusalAt(x.ColumnRef.Location, CodeOrderBy, "ORDER BY * is not supported")
+				}
+				r = c.ref(src, cat)
+			}
+		default:
+			if err := c.unsupported(sb.Node, "in ORDER BY"); err != nil {
+				var rf *Refusal
+				if errors.As(err, &rf) && rf.Code == CodeExpression {
+					rf.Code = CodeOrderBy
+					rf.Message = fmt.Sprintf("ORDER BY an expression (%s) is not supported; order by columns", c.snippet(sb.Node))
+				}
+				return err
+			}
+		}
+		col := c.column(r)
+		f := c.colFamily(col)
+		switch f {
+		case famNone, famJSON, famArray, famUnknown:
+			return refusalAt(sb.Location, CodeType, "ORDER BY a %s column (%s) is not supported", col.Type.Name, col.Name)
+		case famEnum:
+			return refusalAt(sb.Location, CodeType, "ORDER BY an enum column (%s) is not supported", col.Name)
+		case famText:
+			if col.Collation.OID != 0 && !col.Collation.Bytewise() {
+				return refusalAt(sb.Location, CodeCollation, "ORDER BY %s under collation %q (%s) is not supported: only bytewise collations (C, POSIX, C.UTF-8) are reproduced",
+					col.Name, col.Collation.Name, col.Collation.Collate)
+			}
+		}
+		k := OrderKey{Source: r.src, Desc: sb.SortbyDir == pg.SortByDir_SORTBY_DESC}
+		switch sb.SortbyNulls {
+		case pg.SortByNulls_SORTBY_NULLS_FIRST:
+			k.NullsFirst = true
+		case pg.SortByNulls_SORTBY_NULLS_LAST:
+			k.NullsFirst = false
+		default:
+			k.NullsFirst = k.Desc
+		}
+		p.Order = append(p.Order, k)
+		c.orderRefs = append(c.orderRefs, r)
+	}
+	return nil
+}
+
+// limits reads LIMIT and OFFSET: constants, binds, or casts of them.
+func (c *compiler) limits(p *Plan) error {
+	get := func(n *pg.Node, what string) (int64, bool, error) {
+		if n == nil {
+			return 0, false, nil
+		}
+		o, err := c.constant(n)
+		if err != nil {
+			return 0, false, err
+		}
+		if err := c.settle(&o, change.OIDInt8); err != nil {
+			return 0, false, err
+		}
+		if o.val == nil {
+			return 0, false, nil
+		}
+		if familyOf(o.oid) != famInt {
+			return 0, false, refuse(CodeLimit, "%s must be an integer, not %s", what, typeName(o.oid))
+		}
+		v := o.val.(int64)
+		if v < 0 {
+			return 0, false, refuse(CodeLimit, "%s must not be negative", what)
+		}
+		return v, true, nil
+	}
+	lim, ok, err := get(c.sel.LimitCount, "LIMIT")
+	if err != nil {
+		return err
+	}
+	if ok {
+		p.Limit = lim
+	}
+	off, _, err := get(c.sel.LimitOffset, "OFFSET")
+	if err != nil {
+		return err
+	}
+	p.Offset = off
+	return nil
+}

@@ -1,0 +1,113 @@
+package query
+
+// Eval evaluates the WHERE clause over a joined row: True when PostgreSQL
+// keeps the row, False or Unknown when it does not. A query without WHERE
+// is True for every row. Join conditions are not part of it: the engine
+// forms joined rows with Source.On.
+func (p *Plan) Eval(row Row) Tri {
+	if p.filter == nil {
+		return True
+	}
+	return p.filter.eval(row)
+}
+
+// Compare orders two rows by the ORDER BY keys as PostgreSQL would: it
+// returns a negative number when a sorts first, positive when b does, and 0
+// when they tie on every key. PostgreSQL returns tied rows in an unspecified
+// order, so results must be compared as multisets within each tie group
+// (and a LIMIT cutting through a tie group may keep any of its rows).
+func (p *Plan) Compare(a, b Row) int {
+	for _, k := range p.Order {
+		s := p.Sources[k.Source]
+		oid := s.Columns[k.Column].TypeOID
+		x, y := cell(a, k.Source, k.Column), cell(b, k.Source, k.Column)
+		var c int
+		switch {
+		case x == nil && y == nil:
+			continue
+		case x == nil:
+			if k.NullsFirst {
+				return -1
+			}
+			return 1
+		case y == nil:
+			if k.NullsFirst {
+				return 1
+			}
+			return -1
+		default:
+			c = CompareValues(oid, x, y)
+		}
+		if c != 0 {
+			if k.Desc {
+				return -c
+			}
+			return c
+		}
+	}
+	return 0
+}
+
+// CompareWindow is Compare with ties broken by each source's primary key in
+// source order, ascending, a null-extended source sorting after any row: a
+// total order for the engine's window bookkeeping, the order Render's
+// Window option asks PostgreSQL for.
+func (p *Plan) CompareWindow(a, b Row) int {
+	if c := p.Compare(a, b); c != 0 {
+		return c
+	}
+	for i, s := range p.Sources {
+		for j := 0; j < s.KeyN; j++ {
+			x, y := cell(a, i, j), cell(b, i, j)
+			switch {
+			case x == nil && y == nil:
+				continue
+			case x == nil:
+				return 1
+			case y == nil:
+				return -1
+			}
+			if c := CompareValues(s.Columns[j].TypeOID, x, y); c != 0 {
+				return c
+			}
+		}
+	}
+	return 0
+}
+
+func cell(r Row, src, col int) any {
+	if r[src] == nil {
+		return nil
+	}
+	return r[src][col]
+}
+
+// Project returns the output values of a joined row, in Output order (not
+// for COUNT plans).
+func (p *Plan) Project(row Row) []any {
+	out := make([]any, len(p.Output))
+	for i, o := range p.Output {
+		if o.Source >= 0 {
+			out[i] = cell(row, o.Source, o.Column)
+		}
+	}
+	return out
+}
+
+// Args returns the binds in the form pgconn's ExecParams takes them:
+// values, type OIDs (where the client left a type to be inferred, the type
+// Compile inferred) and format codes.
+func (p *Plan) Args() (values [][]byte, oids []uint32, formats []int16) {
+	values = make([][]byte, len(p.Binds))
+	oids = make([]uint32, len(p.Binds))
+	formats = make([]int16, len(p.Binds))
+	for i, b := range p.Binds {
+		values[i] = b.Data
+		oids[i] = b.OID
+		if oids[i] == 0 && i < len(p.ParamOIDs) {
+			oids[i] = p.ParamOIDs[i]
+		}
+		formats[i] = int16(b.Format)
+	}
+	return values, oids, formats
+}

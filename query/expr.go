@@ -1,0 +1,397 @@
+package query
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// exprOp is the kind of a compiled predicate node.
+type exprOp uint8
+
+const (
+	opConst    exprOp = iota // a constant truth value (val)
+	opAnd                    // all of args
+	opOr                     // any of args
+	opNot                    // not args[0]
+	opCmp                    // l cmp r
+	opDistinct               // l IS [NOT] DISTINCT FROM r (negate: NOT DISTINCT)
+	opIsNull                 // l IS [NOT] NULL (negate: NOT NULL)
+	opBoolTest               // args[0] IS [NOT] TRUE/FALSE/UNKNOWN
+	opBoolCol                // l, a boolean operand, as a predicate
+	opIn                     // l [NOT] IN set (negate: NOT IN)
+	opAnyAll                 // l cmp ANY/ALL (list)
+	opLike                   // l [NOT] LIKE/ILIKE pattern (negate: NOT)
+)
+
+// cmpOp is a comparison operator.
+type cmpOp uint8
+
+const (
+	cmpEq cmpOp = iota
+	cmpNe
+	cmpLt
+	cmpLe
+	cmpGt
+	cmpGe
+)
+
+var cmpNames = [...]string{"=", "<>", "<", "<=", ">", ">="}
+
+func (c cmpOp) String() string { return cmpNames[c] }
+
+func (c cmpOp) holds(r int) bool {
+	switch c {
+	case cmpEq:
+		return r == 0
+	case cmpNe:
+		return r != 0
+	case cmpLt:
+		return r < 0
+	case cmpLe:
+		return r <= 0
+	case cmpGt:
+		return r > 0
+	}
+	return r >= 0
+}
+
+// flip returns the operator with its operands swapped (a < b is b > a).
+func (c cmpOp) flip() cmpOp {
+	switch c {
+	case cmpLt:
+		return cmpGt
+	case cmpLe:
+		return cmpGe
+	case cmpGt:
+		return cmpLt
+	case cmpGe:
+		return cmpLe
+	}
+	return c
+}
+
+// negated returns the operator that holds exactly when c does not, for
+// non-NULL operands.
+func (c cmpOp) negated() cmpOp {
+	switch c {
+	case cmpEq:
+		return cmpNe
+	case cmpNe:
+		return cmpEq
+	case cmpLt:
+		return cmpGe
+	case cmpLe:
+		return cmpGt
+	case cmpGt:
+		return cmpLe
+	}
+	return cmpLt
+}
+
+// boolTest is the kind of an IS [NOT] TRUE/FALSE/UNKNOWN test.
+type boolTest uint8
+
+const (
+	testTrue boolTest = iota
+	testNotTrue
+	testFalse
+	testNotFalse
+	testUnknown
+	testNotUnknown
+)
+
+// colRef is a column of a source. cat is its index in the catalog table;
+// idx, filled when the plan is finished, its index in Source.Columns.
+type colRef struct {
+	src, cat, idx int
+	oid           uint32 // the column's type
+}
+
+// operand is one side of a comparison: a column, or a constant already in
+// the comparison family's form (nil for NULL).
+type operand struct {
+	col *colRef
+	val any
+}
+
+// value returns the operand's value in family fam, nil for NULL.
+func (o *operand) value(row Row, fam family) any {
+	if o.col == nil {
+		return o.val
+	}
+	vals := row[o.col.src]
+	if vals == nil {
+		return nil
+	}
+	v := vals[o.col.idx]
+	if v == nil {
+		return nil
+	}
+	x, ok := toFamily(v, o.col.oid, fam)
+	if !ok {
+		return nil
+	}
+	return x
+}
+
+// expr is a compiled predicate.
+type expr struct {
+	op     exprOp
+	args   []*expr
+	l, r   operand
+	fam    family // the family l and r (or l and the set) compare in
+	cmp    cmpOp
+	negate bool
+	any    bool // opAnyAll: ANY (else ALL)
+	test   boolTest
+	val    Tri                 // opConst
+	set    map[string]struct{} // opIn: keys of the non-NULL values
+	vals   []any               // opIn: the non-NULL values (for constraints); opAnyAll: elements (nil = NULL)
+	null   bool                // opIn: the list holds a NULL
+	like   *likeMatcher
+}
+
+func triNot(t Tri) Tri {
+	switch t {
+	case True:
+		return False
+	case False:
+		return True
+	}
+	return Unknown
+}
+
+func triOf(b bool) Tri {
+	if b {
+		return True
+	}
+	return False
+}
+
+// eval evaluates the predicate over row with three-valued logic.
+func (e *expr) eval(row Row) Tri {
+	switch e.op {
+	case opConst:
+		return e.val
+	case opAnd:
+		res := True
+		for _, a := range e.args {
+			switch a.eval(row) {
+			case False:
+				return False
+			case Unknown:
+				res = Unknown
+			}
+		}
+		return res
+	case opOr:
+		res := False
+		for _, a := range e.args {
+			switch a.eval(row) {
+			case True:
+				return True
+			case Unknown:
+				res = Unknown
+			}
+		}
+		return res
+	case opNot:
+		return triNot(e.args[0].eval(row))
+	case opCmp:
+		a := e.l.value(row, e.fam)
+		if a == nil {
+			return Unknown
+		}
+		b := e.r.value(row, e.fam)
+		if b == nil {
+			return Unknown
+		}
+		return triOf(e.cmp.holds(compareValues(a, b)))
+	case opDistinct:
+		a, b := e.l.value(row, e.fam), e.r.value(row, e.fam)
+		var distinct bool
+		switch {
+		case a == nil && b == nil:
+			distinct = false
+		case a == nil || b == nil:
+			distinct = true
+		default:
+			distinct = compareValues(a, b) != 0
+		}
+		return triOf(distinct != e.negate)
+	case opIsNull:
+		return triOf((e.l.value(row, e.fam) == nil) != e.negate)
+	case opBoolTest:
+		t := e.args[0].eval(row)
+		switch e.test {
+		case testTrue:
+			return triOf(t == True)
+		case testNotTrue:
+			return triOf(t != True)
+		case testFalse:
+			return triOf(t == False)
+		case testNotFalse:
+			return triOf(t != False)
+		case testUnknown:
+			return triOf(t == Unknown)
+		}
+		return triOf(t != Unknown)
+	case opBoolCol:
+		v := e.l.value(row, famBool)
+		if v == nil {
+			return Unknown
+		}
+		return triOf(v.(bool))
+	case opIn:
+		v := e.l.value(row, e.fam)
+		if v == nil {
+			return Unknown
+		}
+		var kb [64]byte
+		if _, ok := e.set[string(appendKey(kb[:0], v))]; ok {
+			return triOf(!e.negate)
+		}
+		if e.null {
+			return Unknown
+		}
+		return triOf(e.negate)
+	case opAnyAll:
+		v := e.l.value(row, e.fam)
+		if v == nil {
+			return Unknown
+		}
+		res := triOf(!e.any)
+		for _, x := range e.vals {
+			t := Unknown
+			if x != nil {
+				t = triOf(e.cmp.holds(compareValues(v, x)))
+			}
+			switch {
+			case e.any && t == True:
+				return True
+			case !e.any && t == False:
+				return False
+			case t == Unknown:
+				res = Unknown
+			}
+		}
+		return res
+	case opLike:
+		v := e.l.value(row, famText)
+		if v == nil {
+			return Unknown
+		}
+		return triOf(e.like.match(v.(string)) != e.negate)
+	}
+	return Unknown
+}
+
+// likeMatcher matches LIKE and ILIKE patterns. The pattern is split into
+// literal runs and the wildcards % (any run of characters) and _ (one
+// character); matching is the greedy two-pointer walk, O(len(s)·len(p)) at
+// worst, never exponential.
+type likeMatcher struct {
+	pat  []likeTok
+	fold func(string) string // ILIKE: the collation's lower(); nil for LIKE
+}
+
+type likeTok struct {
+	kind byte // 'l' literal rune, '_' any one character, '%' any run
+	r    rune
+}
+
+// compileLike reads a pattern with the given escape character (-1: none).
+func compileLike(pattern string, escape rune, fold func(string) string) (*likeMatcher, bool) {
+	if fold != nil {
+		pattern = fold(pattern)
+	}
+	m := &likeMatcher{fold: fold}
+	for i := 0; i < len(pattern); {
+		r, n := utf8.DecodeRuneInString(pattern[i:])
+		i += n
+		switch {
+		case escape >= 0 && r == escape:
+			if i >= len(pattern) {
+				return nil, false // LIKE pattern must not end with escape character
+			}
+			r, n = utf8.DecodeRuneInString(pattern[i:])
+			i += n
+			m.pat = append(m.pat, likeTok{kind: 'l', r: r})
+		case r == '%':
+			if len(m.pat) > 0 && m.pat[len(m.pat)-1].kind == '%' {
+				continue
+			}
+			m.pat = append(m.pat, likeTok{kind: '%'})
+		case r == '_':
+			m.pat = append(m.pat, likeTok{kind: '_'})
+		default:
+			m.pat = append(m.pat, likeTok{kind: 'l', r: r})
+		}
+	}
+	return m, true
+}
+
+func (m *likeMatcher) match(s string) bool {
+	if m.fold != nil {
+		s = m.fold(s)
+	}
+	p := m.pat
+	si, pi := 0, 0
+	starP, starS := -1, 0
+	for si < len(s) {
+		if pi < len(p) {
+			switch t := p[pi]; t.kind {
+			case '%':
+				starP, starS = pi, si
+				pi++
+				continue
+			case '_':
+				_, n := utf8.DecodeRuneInString(s[si:])
+				si += n
+				pi++
+				continue
+			default:
+				r, n := utf8.DecodeRuneInString(s[si:])
+				if r == t.r {
+					si += n
+					pi++
+					continue
+				}
+			}
+		}
+		if starP < 0 {
+			return false
+		}
+		_, n := utf8.DecodeRuneInString(s[starS:])
+		starS += n
+		si = starS
+		pi = starP + 1
+	}
+	for pi < len(p) && p[pi].kind == '%' {
+		pi++
+	}
+	return pi == len(p)
+}
+
+// asciiLower is lower() under the "C" and "POSIX" collations: ASCII only.
+func asciiLower(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if c := b[j]; c >= 'A' && c <= 'Z' {
+					b[j] = c + 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}
+
+// unicodeLower is lower() under glibc's C.UTF-8: each character mapped by
+// its simple lowercase mapping (towlower).
+func unicodeLower(s string) string {
+	return strings.Map(unicode.ToLower, s)
+}

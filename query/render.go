@@ -1,0 +1,94 @@
+package query
+
+import (
+	"strconv"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
+)
+
+// selectStmt is the parsed statement, table names schema-qualified.
+type selectStmt struct {
+	tree *pg.ParseResult
+	sel  *pg.SelectStmt
+}
+
+// intConst is an integer constant of any size (A_Const's Ival is 32-bit;
+// larger ones are written as the lexer writes them, as a float constant's
+// text).
+func intConst(n int64) *pg.Node {
+	if n <= 1<<31-1 {
+		return pg.MakeAConstIntNode(n, -1)
+	}
+	return &pg.Node{Node: &pg.Node_AConst{AConst: &pg.A_Const{
+		Val: &pg.A_Const_Fval{Fval: &pg.Float{Fval: strconv.FormatInt(n, 10)}}, Location: -1}}}
+}
+
+func colNode(alias, name string) *pg.Node {
+	return pg.MakeColumnRefNode([]*pg.Node{pg.MakeStrNode(alias), pg.MakeStrNode(name)}, -1)
+}
+
+// Render returns SQL the engine runs against PostgreSQL to read this
+// query's rows (see RenderOptions), with $n parameters to pass with Args.
+func (p *Plan) Render(o RenderOptions) string {
+	tree := proto.Clone(p.stmt.tree).(*pg.ParseResult)
+	sel := tree.Stmts[0].Stmt.GetSelectStmt()
+	if o.Columns == SelectNeeded {
+		sel.TargetList = nil
+		for _, s := range p.Sources {
+			for _, c := range s.Columns {
+				sel.TargetList = append(sel.TargetList, pg.MakeResTargetNodeWithVal(colNode(s.Alias, c.Name), -1))
+			}
+		}
+		if p.Count {
+			// The counted rows: the aggregate's LIMIT/OFFSET do not apply.
+			sel.LimitCount, sel.LimitOffset = nil, nil
+		}
+	}
+	if o.Window && !p.Count {
+		sel.SortClause = nil
+		for _, k := range p.Order {
+			s := p.Sources[k.Source]
+			dir := pg.SortByDir_SORTBY_ASC
+			if k.Desc {
+				dir = pg.SortByDir_SORTBY_DESC
+			}
+			nulls := pg.SortByNulls_SORTBY_NULLS_LAST
+			if k.NullsFirst {
+				nulls = pg.SortByNulls_SORTBY_NULLS_FIRST
+			}
+			sel.SortClause = append(sel.SortClause, pg.MakeSortByNode(colNode(s.Alias, s.Columns[k.Column].Name), dir, nulls, -1))
+		}
+		if p.Limit >= 0 {
+			ordered := make(map[[2]int]bool)
+			for _, k := range p.Order {
+				ordered[[2]int{k.Source, k.Column}] = true
+			}
+			for i, s := range p.Sources {
+				for j := 0; j < s.KeyN; j++ {
+					if ordered[[2]int{i, j}] {
+						continue
+					}
+					sel.SortClause = append(sel.SortClause, pg.MakeSortByNode(colNode(s.Alias, s.Columns[j].Name),
+						pg.SortByDir_SORTBY_ASC, pg.SortByNulls_SORTBY_NULLS_LAST, -1))
+				}
+			}
+			n := p.Offset + p.Limit + o.Margin
+			if n < 0 {
+				n = 1<<63 - 1
+			}
+			sel.LimitCount = intConst(n)
+			sel.LimitOption = pg.LimitOption_LIMIT_OPTION_COUNT
+		} else {
+			sel.LimitCount = nil
+		}
+		sel.LimitOffset = nil
+	}
+	s, err := pg.Deparse(tree)
+	if err != nil {
+		// The tree came from the parser and was changed only in ways the
+		// deparser knows; an error here is a bug.
+		panic("query: deparse: " + err.Error())
+	}
+	return s
+}
