@@ -1,0 +1,861 @@
+package pgwal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/freshetdb/freshet/change"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Errors returned by Next when the slot can no longer deliver changes.
+// Both mean changes may be gone for good: the consumer must start over
+// (re-snapshot) rather than carry on.
+var (
+	// ErrSlotDropped means the replication slot was dropped while the
+	// reader followed it.
+	ErrSlotDropped = errors.New("replication slot was dropped; changes since the last acknowledged position are lost: recreate it (Create) and start again from a fresh snapshot")
+	// ErrSlotInvalidated means PostgreSQL invalidated the slot (wal_status
+	// 'lost'), usually because it pinned more WAL than
+	// max_slot_wal_keep_size allows.
+	ErrSlotInvalidated = errors.New("replication slot was invalidated (wal_status 'lost', it held more WAL than max_slot_wal_keep_size allows); changes are lost: drop it with pg_drop_replication_slot, recreate it (Create), and start again from a fresh snapshot")
+	// ErrClosed is returned by Next after Close.
+	ErrClosed = errors.New("reader closed")
+)
+
+const (
+	defaultSlot           = "freshet"
+	defaultPublication    = "freshet"
+	defaultStatusInterval = 10 * time.Second
+	defaultHeartbeat      = 500 * time.Millisecond
+
+	// defaultProtoVersion is pgoutput protocol 2. Measured on PostgreSQL
+	// 15 (2 cores, see TestProtoThroughput and docs/benchmarks.md) both
+	// versions drain WAL at the same rate within noise for small
+	// transactions, and protocol 2 streams a large transaction while it is
+	// still being written (logical_decoding_work_mem), so the first change
+	// of a million-row transaction arrives long before its commit and the
+	// walsender never spills it to pg_replslot on the server. Our decoder
+	// bounds its own memory for streamed transactions (MemoryLimit,
+	// SpillDir), so version 2 costs nothing and moves the spill from the
+	// database server to us.
+	defaultProtoVersion = 2
+
+	queueLen       = 256 // XLogData messages between the receiver and the consumer
+	backoffMin     = 200 * time.Millisecond
+	backoffMax     = 15 * time.Second
+	cleanupTimeout = 10 * time.Second
+	connectTimeout = 30 * time.Second
+)
+
+// Config configures a Reader. Start from DefaultConfig.
+type Config struct {
+	DSN         string   // the database to follow; replication=database is added
+	Slot        string   // replication slot; "" = "freshet"
+	Publication string   // publication; "" = "freshet"
+	Tables      []string // publication tables ("t" or "schema.t"); empty = FOR ALL TABLES
+	Create      bool     // create the slot and publication when missing
+
+	// ProtoVersion is pgoutput's proto_version, 1 or 2; 0 = 2 (see
+	// defaultProtoVersion for why).
+	ProtoVersion int
+	Binary       bool // values in binary send form
+
+	// StartLSN is where to resume: transactions that committed at or before
+	// it are not delivered. 0 = the slot's confirmed_flush_lsn.
+	StartLSN change.LSN
+
+	// HeartbeatInterval is how often a heartbeat is written into the WAL;
+	// 0 turns heartbeats off. DefaultConfig sets 500ms.
+	HeartbeatInterval time.Duration
+	// StatusInterval is how often a standby status update reports the
+	// acknowledged position when the server asks for nothing sooner;
+	// 0 = 10s.
+	StatusInterval time.Duration
+
+	Logger  *slog.Logger   // nil = slog.Default()
+	Decoder DecoderOptions // fragment sizes, memory limit, spill dir; ProtoVersion, Binary, HeartbeatPrefix and Types are set by the Reader
+}
+
+// DefaultConfig returns a Config with every default filled in, for the
+// database dsn.
+func DefaultConfig() Config {
+	return Config{
+		Slot:              defaultSlot,
+		Publication:       defaultPublication,
+		ProtoVersion:      defaultProtoVersion,
+		HeartbeatInterval: defaultHeartbeat,
+		StatusInterval:    defaultStatusInterval,
+	}
+}
+
+// Validate reports the first setting that cannot work, saying what is
+// accepted.
+func (c Config) Validate() error {
+	if c.DSN == "" {
+		return errors.New("DSN is empty: give the database to follow, like postgres://user@host:5432/db")
+	}
+	if _, err := pgconn.ParseConfig(c.DSN); err != nil {
+		return fmt.Errorf("DSN %q: %w", redactDSN(c.DSN), err)
+	}
+	if c.Slot != "" && !validName(c.Slot) {
+		return fmt.Errorf("slot name %q: PostgreSQL allows only lower-case letters, digits and underscores, 1 to 63 of them", c.Slot)
+	}
+	if len(c.Publication) > 63 || strings.ContainsRune(c.Publication, 0) {
+		return fmt.Errorf("publication name %q: PostgreSQL names are at most 63 bytes, without NUL", c.Publication)
+	}
+	for _, t := range c.Tables {
+		if strings.TrimSpace(t) == "" {
+			return errors.New("Tables holds an empty name: give each as table or schema.table")
+		}
+	}
+	if c.ProtoVersion != 0 && c.ProtoVersion != 1 && c.ProtoVersion != 2 {
+		return fmt.Errorf("ProtoVersion %d: pgoutput speaks 1 or 2", c.ProtoVersion)
+	}
+	if c.HeartbeatInterval < 0 {
+		return fmt.Errorf("HeartbeatInterval %v: want 0 (off) or more", c.HeartbeatInterval)
+	}
+	if c.StatusInterval < 0 {
+		return fmt.Errorf("StatusInterval %v: want 0 (default) or more", c.StatusInterval)
+	}
+	return nil
+}
+
+// validName reports whether s follows PostgreSQL's replication slot name
+// rules: [a-z0-9_]{1,63}.
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func redactDSN(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+		return u.String()
+	}
+	return dsn
+}
+
+func (c Config) withDefaults() Config {
+	if c.Slot == "" {
+		c.Slot = defaultSlot
+	}
+	if c.Publication == "" {
+		c.Publication = defaultPublication
+	}
+	if c.ProtoVersion == 0 {
+		c.ProtoVersion = defaultProtoVersion
+	}
+	if c.StatusInterval == 0 {
+		c.StatusInterval = defaultStatusInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// HeartbeatPrefix is the logical message prefix of a slot's heartbeats.
+func HeartbeatPrefix(slot string) string { return "freshet.heartbeat." + slot }
+
+// Reader follows a database through a logical replication slot and hands
+// out its committed transactions in commit order.
+//
+// One goroutine receives from the walsender: it answers keepalives at once
+// and hands XLogData to Next through a bounded queue, while a second one
+// sends standby status updates, so a consumer that stops calling Next
+// slows the stream (TCP backpressure) but never lets wal_sender_timeout
+// drop the connection.
+type Reader struct {
+	cfg   Config
+	log   *slog.Logger
+	id    systemIdentity
+	types *typeCache
+	hb    *heartbeater
+
+	queue  chan item
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	closeOnce sync.Once
+
+	mu       sync.Mutex
+	acked    change.LSN // highest acknowledged position
+	flushed  change.LSN // reported flush position: acked, or further when idle
+	received change.LSN // highest position received
+	kaEnd    change.LSN // server WAL end of the newest keepalive
+	txnOut   change.LSN // commit LSN of the newest transaction fragment handed out
+	inflight int        // XLogData received and not yet decoded
+	quiet    bool       // the consumer holds no partial transaction and no ready event
+
+	// Owned by the goroutine calling Next; decMu lets Close release the
+	// decoder while Next waits.
+	decMu      sync.Mutex
+	decClosed  bool
+	dec        *Decoder
+	peeked     change.Event // the decoder's next ready event, taken early
+	inTxn      bool
+	streams    map[uint32]struct{} // protocol 2: streamed xids neither committed nor aborted
+	lastCommit change.LSN          // commit LSN of the newest whole transaction delivered
+	lastHB     change.LSN
+	partial    *partialTxn
+	err        error
+}
+
+// partialTxn is a transaction whose first fragments were delivered before
+// the connection was lost; it is resent whole after the resume.
+type partialTxn struct {
+	commit   change.LSN
+	changes  int // non-relation changes delivered
+	nextFrag int
+	skip     int // non-relation changes still to skip in the resent copy
+}
+
+// item is one entry of the receive queue.
+type item struct {
+	data     []byte
+	walStart change.LSN
+	reset    bool  // a new session begins: decode with a fresh Decoder
+	err      error // the stream cannot go on
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// Open checks the server, creates the slot and publication when asked,
+// and starts streaming from cfg.StartLSN (or where the slot stands).
+func Open(ctx context.Context, cfg Config) (*Reader, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("open reader: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	log := cfg.Logger.With("slot", cfg.Slot)
+
+	conn, err := connectNormal(ctx, cfg.DSN, nil)
+	if err != nil {
+		return nil, fmt.Errorf("open reader: %w", err)
+	}
+	defer conn.Close(context.Background())
+	res, err := setup(ctx, conn, &cfg, log)
+	if err != nil {
+		return nil, fmt.Errorf("open reader: %w", err)
+	}
+	r := &Reader{
+		cfg:        cfg,
+		log:        log,
+		queue:      make(chan item, queueLen),
+		acked:      cfg.StartLSN,
+		flushed:    cfg.StartLSN,
+		quiet:      true,
+		streams:    map[uint32]struct{}{},
+		lastCommit: max(cfg.StartLSN, res.ConfirmedFlush),
+	}
+	if cfg.StartLSN == 0 {
+		r.acked, r.flushed = res.ConfirmedFlush, res.ConfirmedFlush
+	}
+	r.types = newTypeCache(cfg.DSN, log)
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+
+	rconn, err := r.connect(ctx, true)
+	if err != nil {
+		r.cancel()
+		r.types.close()
+		undoSetup(conn, &cfg, res, log)
+		return nil, fmt.Errorf("open reader: %w", err)
+	}
+	if cfg.HeartbeatInterval > 0 {
+		r.hb = startHeartbeat(r.ctx, cfg.DSN, HeartbeatPrefix(cfg.Slot), cfg.HeartbeatInterval, log)
+	}
+	r.wg.Add(1)
+	go r.run(rconn)
+	return r, nil
+}
+
+// SystemID is the server's system identifier (IDENTIFY_SYSTEM).
+func (r *Reader) SystemID() string { return r.id.SystemID }
+
+// Database is the name of the followed database.
+func (r *Reader) Database() string { return r.id.DBName }
+
+// Types resolves type OIDs that are not built in (enums, domains, arrays
+// of them) from pg_type, once per OID.
+func (r *Reader) Types() change.TypeResolver { return r.types }
+
+// Ack records that everything up to and including lsn is durably handled.
+// The slot's confirmed flush position never moves past acknowledged
+// positions (except, when nothing delivered is unacknowledged and nothing is
+// buffered, to the server's WAL end, so an idle slot does not pin WAL). It
+// is safe to call from any goroutine.
+func (r *Reader) Ack(lsn change.LSN) {
+	r.mu.Lock()
+	if lsn > r.acked {
+		r.acked = lsn
+	}
+	if r.acked > r.flushed {
+		r.flushed = r.acked
+	}
+	r.mu.Unlock()
+}
+
+// Close stops streaming, reports the acknowledged position to the server
+// one last time, and releases the connections.
+func (r *Reader) Close() error {
+	r.closeOnce.Do(func() {
+		r.cancel()
+		r.wg.Wait()
+		r.hb.wait()
+		r.types.close()
+		r.decMu.Lock()
+		r.decClosed = true
+		if r.dec != nil {
+			_ = r.dec.Close()
+		}
+		r.decMu.Unlock()
+	})
+	return nil
+}
+
+// Next blocks for the next event in commit order: a *change.Txn fragment
+// or a *change.Heartbeat. Transactions that committed at or before the
+// last delivered position (resent after a reconnect) are dropped. An error
+// is final: ErrSlotDropped or ErrSlotInvalidated wrapped, a decode error,
+// or ErrClosed.
+func (r *Reader) Next(ctx context.Context) (change.Event, error) {
+	r.decMu.Lock()
+	defer r.decMu.Unlock()
+	for {
+		if r.err != nil {
+			return nil, r.err
+		}
+		if r.decClosed {
+			return nil, ErrClosed
+		}
+		if r.dec != nil {
+			ev := r.peeked
+			r.peeked = nil
+			if ev == nil {
+				var err error
+				if ev, err = r.dec.Next(); err != nil {
+					r.err = fmt.Errorf("decode: %w", err)
+					return nil, r.err
+				}
+			}
+			if ev != nil {
+				out := r.filter(ev)
+				if out == nil {
+					continue
+				}
+				// Look one event ahead, so the idle acknowledgement knows
+				// whether anything is still buffered in the decoder.
+				var err error
+				if r.peeked, err = r.dec.Next(); err != nil {
+					r.err = fmt.Errorf("decode: %w", err)
+				}
+				r.mu.Lock()
+				r.quiet = r.peeked == nil && !r.inTxn && len(r.streams) == 0
+				r.mu.Unlock()
+				return out, nil
+			}
+			r.mu.Lock()
+			r.quiet = !r.inTxn && len(r.streams) == 0
+			r.mu.Unlock()
+		}
+		var it item
+		var ok bool
+		var waitErr error
+		r.decMu.Unlock()
+		select {
+		case it, ok = <-r.queue:
+		case <-ctx.Done():
+			waitErr = ctx.Err()
+		case <-r.ctx.Done():
+		}
+		r.decMu.Lock()
+		if waitErr != nil {
+			return nil, waitErr
+		}
+		if !ok || r.decClosed {
+			return nil, ErrClosed
+		}
+		switch {
+		case it.err != nil:
+			r.err = it.err
+		case it.reset:
+			r.newDecoder()
+		default:
+			r.decode(it)
+		}
+	}
+}
+
+func (r *Reader) newDecoder() {
+	if r.dec != nil {
+		_ = r.dec.Close()
+	}
+	r.peeked = nil
+	opts := r.cfg.Decoder
+	opts.ProtoVersion = r.cfg.ProtoVersion
+	opts.Binary = r.cfg.Binary
+	opts.HeartbeatPrefix = HeartbeatPrefix(r.cfg.Slot)
+	opts.Types = r.types
+	r.dec = NewDecoder(opts)
+	r.inTxn = false
+	clear(r.streams)
+}
+
+// decode feeds one XLogData payload to the decoder, keeping track of
+// whether a transaction is open so the idle acknowledgement never skips
+// one.
+func (r *Reader) decode(it item) {
+	r.mu.Lock()
+	r.inflight--
+	r.quiet = false
+	r.mu.Unlock()
+	msg := it.data
+	if len(msg) > 0 {
+		switch msg[0] {
+		case 'B':
+			r.inTxn = true
+		case 'C':
+			r.inTxn = false
+		case 'S':
+			if len(msg) >= 5 {
+				r.streams[be32(msg[1:])] = struct{}{}
+			}
+		case 'c':
+			if len(msg) >= 5 {
+				delete(r.streams, be32(msg[1:]))
+			}
+		case 'A':
+			if len(msg) >= 9 && be32(msg[1:]) == be32(msg[5:]) {
+				delete(r.streams, be32(msg[1:]))
+			}
+		}
+	}
+	err := r.dec.Decode(msg, it.walStart)
+	if cap(it.data) <= 64<<10 {
+		b := it.data[:0]
+		bufPool.Put(&b)
+	}
+	if err != nil {
+		r.err = fmt.Errorf("decode message at %s: %w", it.walStart, err)
+	}
+}
+
+func be32(b []byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+// filter drops what was already delivered before a reconnect and returns
+// what is left of ev, or nil.
+func (r *Reader) filter(ev change.Event) change.Event {
+	switch e := ev.(type) {
+	case *change.Heartbeat:
+		if e.LSN <= r.lastHB {
+			return nil
+		}
+		r.lastHB = e.LSN
+		return e
+	case *change.Txn:
+		if e.CommitLSN <= r.lastCommit {
+			return nil
+		}
+		if p := r.partial; p != nil {
+			if e.CommitLSN != p.commit {
+				r.err = fmt.Errorf("transaction committed at %s was cut off after %d changes by a reconnect and not resent (got %s instead): start again from the last acknowledged position", p.commit, p.changes, e.CommitLSN)
+				return nil
+			}
+			if p.skip > 0 {
+				e.Changes = skipChanges(e.Changes, &p.skip)
+			}
+			if len(e.Changes) == 0 && !e.Last {
+				return nil
+			}
+			e.Fragment = p.nextFrag
+		}
+		if e.Last {
+			r.lastCommit = e.CommitLSN
+			r.partial = nil
+		} else {
+			if r.partial == nil {
+				r.partial = &partialTxn{commit: e.CommitLSN}
+			}
+			r.partial.changes += countChanges(e.Changes)
+			r.partial.nextFrag = e.Fragment + 1
+		}
+		r.mu.Lock()
+		r.txnOut = e.CommitLSN
+		r.mu.Unlock()
+		return e
+	}
+	return ev
+}
+
+// skipChanges drops the first *n non-relation changes (and the relation
+// changes among them, which the consumer already has).
+func skipChanges(cs []change.Change, n *int) []change.Change {
+	i := 0
+	for ; i < len(cs) && *n > 0; i++ {
+		if cs[i].Op != change.OpRelation {
+			*n--
+		}
+	}
+	return cs[i:]
+}
+
+func countChanges(cs []change.Change) int {
+	n := 0
+	for i := range cs {
+		if cs[i].Op != change.OpRelation {
+			n++
+		}
+	}
+	return n
+}
+
+// flushPosLocked returns the position to report as flushed. When nothing
+// delivered is unacknowledged and nothing is buffered anywhere between the
+// socket and the consumer, everything the server has sent is handled, so
+// the position moves to just before the newest keepalive's WAL end (a
+// record may start exactly at that end, and it must still be sent again
+// after a restart).
+func (r *Reader) flushPosLocked() change.LSN {
+	if r.inflight == 0 && r.quiet && r.txnOut <= r.acked && r.kaEnd > 0 && r.kaEnd-1 > r.flushed {
+		r.flushed = r.kaEnd - 1
+	}
+	return r.flushed
+}
+
+// connect opens a replication connection and starts streaming from the
+// reported flush position. A slot held by another process is waited for.
+// first is true for the connection made by Open.
+func (r *Reader) connect(ctx context.Context, first bool) (*session, error) {
+	backoff := backoffMin
+	for {
+		s, err := r.connectOnce(ctx, first)
+		if err == nil {
+			return s, nil
+		}
+		var active *slotActiveError
+		if !errors.As(err, &active) {
+			return nil, err
+		}
+		r.log.Warn(fmt.Sprintf("replication slot %q is in use by another process (PID %s); waiting for it to be released", r.cfg.Slot, active.pid), "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for replication slot %q held by PID %s: %w", r.cfg.Slot, active.pid, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, backoffMax)
+	}
+}
+
+// slotActiveError means another process streams from the slot.
+type slotActiveError struct {
+	pid string
+	err error
+}
+
+func (e *slotActiveError) Error() string { return e.err.Error() }
+func (e *slotActiveError) Unwrap() error { return e.err }
+
+func (r *Reader) connectOnce(ctx context.Context, first bool) (*session, error) {
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	conn, err := connectReplication(cctx, r.cfg.DSN)
+	if err != nil {
+		return nil, err
+	}
+	id, err := identifySystem(cctx, conn)
+	if err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	if first {
+		r.id = id
+	} else if id.SystemID != r.id.SystemID {
+		conn.Close(context.Background())
+		return nil, &fatalError{fmt.Errorf("the server's system identifier changed from %s to %s (a different or restored cluster): start again from a fresh snapshot", r.id.SystemID, id.SystemID)}
+	}
+	timeout := senderTimeout(cctx, conn)
+	r.mu.Lock()
+	start := r.flushed
+	r.mu.Unlock()
+	if err := startReplication(cctx, conn, r.cfg.Slot, start, pluginOptions(r.cfg.ProtoVersion, r.cfg.Publication, r.cfg.Binary)); err != nil {
+		conn.Close(context.Background())
+		return nil, r.classify(err)
+	}
+	r.log.Debug("streaming", "from", start, "proto_version", r.cfg.ProtoVersion)
+	return &session{conn: conn, senderTimeout: timeout}, nil
+}
+
+// senderTimeout reads wal_sender_timeout (0 = disabled).
+func senderTimeout(ctx context.Context, conn *pgconn.PgConn) time.Duration {
+	res, err := conn.Exec(ctx, "SELECT setting FROM pg_settings WHERE name = 'wal_sender_timeout'").ReadAll()
+	if err != nil || len(res) != 1 || len(res[0].Rows) != 1 {
+		return 60 * time.Second
+	}
+	var ms int64
+	if _, err := fmt.Sscan(string(res[0].Rows[0][0]), &ms); err != nil {
+		return 60 * time.Second
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// fatalError marks an error after which following the slot cannot go on.
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
+func (e *fatalError) Unwrap() error { return e.err }
+
+// classify turns server errors into the reader's: slot gone or
+// invalidated (fatal), slot busy (wait), or anything else (retry).
+func (r *Reader) classify(err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	switch {
+	case pgErr.Code == "55006" && strings.Contains(pgErr.Message, "is active for PID"):
+		pid := pgErr.Message[strings.LastIndex(pgErr.Message, " ")+1:]
+		return &slotActiveError{pid: pid, err: err}
+	case pgErr.Code == "42704" && strings.Contains(pgErr.Message, "replication slot"):
+		return &fatalError{fmt.Errorf("replication slot %q: %w (%v)", r.cfg.Slot, ErrSlotDropped, err)}
+	case strings.Contains(pgErr.Message, "can no longer get changes from replication slot"),
+		strings.Contains(pgErr.Message, "cannot read from logical replication slot"):
+		return &fatalError{fmt.Errorf("replication slot %q: %w (%v)", r.cfg.Slot, ErrSlotInvalidated, err)}
+	case pgErr.Code == "42704" && strings.Contains(pgErr.Message, "publication"):
+		return &fatalError{fmt.Errorf("publication %q was dropped: recreate it (Create) and start again: %w", r.cfg.Publication, err)}
+	case strings.HasPrefix(pgErr.Code, "28"), pgErr.Code == "3D000", pgErr.Code == "42501":
+		return &fatalError{err}
+	}
+	return err
+}
+
+// run streams sessions one after another, reconnecting with backoff, until
+// Close or a fatal error.
+func (r *Reader) run(s *session) {
+	defer r.wg.Done()
+	defer close(r.queue)
+	backoff := backoffMin
+	for {
+		if !r.push(item{reset: true}) {
+			s.conn.Close(context.Background())
+			return
+		}
+		began := time.Now()
+		err := r.stream(s)
+		if r.ctx.Err() != nil {
+			return
+		}
+		if time.Since(began) > backoffMax {
+			backoff = backoffMin
+		}
+		err = r.classify(err)
+		for {
+			var fatal *fatalError
+			if errors.As(err, &fatal) {
+				r.log.Error("replication stopped", "err", err)
+				r.push(item{err: fatal.err})
+				return
+			}
+			r.log.Warn("replication connection lost; reconnecting", "err", err, "retry_in", backoff)
+			select {
+			case <-r.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, backoffMax)
+			s, err = r.connect(r.ctx, false)
+			if err == nil {
+				r.log.Info("replication resumed", "from", r.flushedPos())
+				break
+			}
+			if r.ctx.Err() != nil {
+				return
+			}
+		}
+	}
+}
+
+func (r *Reader) flushedPos() change.LSN {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.flushed
+}
+
+// push hands an item to Next, or gives up when the reader closes.
+func (r *Reader) push(it item) bool {
+	select {
+	case r.queue <- it:
+		return true
+	case <-r.ctx.Done():
+		return false
+	}
+}
+
+// session is one replication connection in CopyBoth mode.
+type session struct {
+	conn          *pgconn.PgConn
+	senderTimeout time.Duration
+	blocked       atomic.Bool // the receiver waits for room in the queue
+}
+
+// stream receives until the connection fails or the reader closes. It
+// returns the reason.
+func (r *Reader) stream(s *session) error {
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	replyNow := make(chan struct{}, 1)
+	statusDone := make(chan error, 1)
+	go func() { statusDone <- r.statusLoop(ctx, s, replyNow) }()
+	defer func() {
+		cancel()
+		<-statusDone
+		s.conn.Close(context.Background())
+	}()
+
+	for {
+		msg, err := s.conn.ReceiveMessage(context.Background())
+		if err != nil {
+			if ctx.Err() != nil {
+				select {
+				case serr := <-statusDone:
+					statusDone <- serr
+					if serr != nil {
+						return serr
+					}
+				default:
+				}
+			}
+			return fmt.Errorf("receive: %w", err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CopyData:
+			x, ka, err := parseCopyData(m.Data)
+			if err != nil {
+				return err
+			}
+			if ka != nil {
+				r.mu.Lock()
+				r.kaEnd = max(r.kaEnd, ka.ServerWALEnd)
+				r.received = max(r.received, ka.ServerWALEnd)
+				r.mu.Unlock()
+				if ka.ReplyRequested {
+					select {
+					case replyNow <- struct{}{}:
+					default:
+					}
+				}
+				continue
+			}
+			bp := bufPool.Get().(*[]byte)
+			data := append((*bp)[:0], x.Data...)
+			r.mu.Lock()
+			r.inflight++
+			r.received = max(r.received, x.WALStart)
+			r.mu.Unlock()
+			it := item{data: data, walStart: x.WALStart}
+			select {
+			case r.queue <- it:
+				continue
+			default:
+			}
+			s.blocked.Store(true)
+			select {
+			case r.queue <- it:
+				s.blocked.Store(false)
+			case <-ctx.Done():
+				r.mu.Lock()
+				r.inflight--
+				r.mu.Unlock()
+				return ctx.Err()
+			}
+		case *pgproto3.ErrorResponse:
+			return pgconn.ErrorResponseToPgError(m)
+		case *pgproto3.CopyDone:
+			return errors.New("the server ended the replication stream (CopyDone)")
+		default:
+			// NoticeResponse, ParameterStatus: nothing to do.
+		}
+	}
+}
+
+// statusLoop sends standby status updates: at once when the server asks,
+// every StatusInterval otherwise, and often enough to beat
+// wal_sender_timeout while the receiver waits for a slow consumer (the
+// receiver then reads nothing, so it cannot see the server's requests).
+func (r *Reader) statusLoop(ctx context.Context, s *session, replyNow <-chan struct{}) error {
+	w := &statusWriter{conn: s.conn.Conn()}
+	tick := r.cfg.StatusInterval
+	if s.senderTimeout > 0 {
+		tick = min(tick, s.senderTimeout/4)
+	}
+	tick = max(tick, 20*time.Millisecond)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	var last time.Time
+	var lastFlush change.LSN
+	send := func() error {
+		r.mu.Lock()
+		flush := r.flushPosLocked()
+		write := max(r.received, flush)
+		r.mu.Unlock()
+		last, lastFlush = time.Now(), flush
+		if err := w.send(write, flush, 5*time.Second); err != nil {
+			s.conn.Conn().Close() // wakes the receiver
+			return err
+		}
+		return nil
+	}
+	if err := send(); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			// Report the acknowledged position one last time; closing the
+			// connection then wakes the receiver.
+			err := send()
+			s.conn.Conn().Close()
+			if r.ctx.Err() != nil {
+				return nil
+			}
+			return err
+		case <-replyNow:
+			if err := send(); err != nil {
+				return err
+			}
+		case <-t.C:
+			r.mu.Lock()
+			moved := r.flushPosLocked() != lastFlush
+			r.mu.Unlock()
+			if s.blocked.Load() || moved || time.Since(last) >= r.cfg.StatusInterval {
+				if err := send(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+var _ io.Closer = (*Reader)(nil)
