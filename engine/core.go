@@ -1,0 +1,246 @@
+package engine
+
+import (
+	"errors"
+
+	"github.com/freshetdb/freshet/change"
+	"github.com/freshetdb/freshet/query"
+)
+
+// SubID identifies a subscription. The runtime chooses it; it is unique per
+// engine for the subscription's whole life.
+type SubID uint64
+
+// ReadID identifies a read the core asked for (a hydration, a refill or a
+// re-hydration).
+type ReadID uint64
+
+// Mode is what a subscriber receives.
+type Mode uint8
+
+// The subscription modes.
+const (
+	// ModeRows: the whole result when accepted, then a Delta for every
+	// transaction that changed it.
+	ModeRows Mode = iota
+	// ModeTouch: an Accepted without rows, then a Touched for every
+	// transaction that changed the result (a cache invalidation signal).
+	ModeTouch
+)
+
+// String names the mode.
+func (m Mode) String() string {
+	if m == ModeTouch {
+		return "touch"
+	}
+	return "rows"
+}
+
+// Default settings of CoreOptions.
+const (
+	DefaultWindowMargin = 32
+	DefaultReadRowLimit = 1_000_000
+)
+
+// CoreOptions tune a Core. The zero value of a field takes its default.
+type CoreOptions struct {
+	// WindowMargin is how many rows beyond OFFSET+LIMIT a window view
+	// holds, so that rows leaving the window are replaced without a read.
+	WindowMargin int
+	// ReadRowLimit is copied into every ReadRequest: a read that returns
+	// more rows refuses its subscriptions (the runtime reports it with an
+	// error wrapping ErrRowLimit). Negative lifts it.
+	ReadRowLimit int
+	// Types resolves type OIDs the change format does not know built in
+	// (enums, domains, arrays of them). May be nil.
+	Types change.TypeResolver
+}
+
+func (o CoreOptions) withDefaults() CoreOptions {
+	if o.WindowMargin <= 0 {
+		o.WindowMargin = DefaultWindowMargin
+	}
+	if o.ReadRowLimit == 0 {
+		o.ReadRowLimit = DefaultReadRowLimit
+	}
+	if o.ReadRowLimit < 0 {
+		o.ReadRowLimit = 0
+	}
+	return o
+}
+
+// ErrRowLimit is wrapped by the runtime's error for a read that returned
+// more rows than its ReadRequest.RowLimit. Subscriptions refused for it are
+// not retryable (the same query would return as many rows again).
+var ErrRowLimit = errors.New("read returned more rows than the row limit")
+
+// ReadRequest asks the runtime to read rows from PostgreSQL and hand them
+// back with Core.ReadDone, together with the snapshot the read ran in.
+type ReadRequest struct {
+	ID   ReadID
+	Plan *query.Plan
+	// Sources lists which of Plan.Sources a result row fills, left to
+	// right: each column of the result is the next of
+	// Plan.Sources[s].Columns for s in Sources (decode it by that column's
+	// Type). Deliver each row as a query.Row of len(Plan.Sources) with
+	// row[s] set for s in Sources and nil elsewhere. A read of the whole
+	// query lists every source; a read of one source of a join lists one.
+	Sources []int
+	// SQL and its parameters, ready for pgconn's ExecParams.
+	SQL        string
+	Args       [][]byte
+	ArgOIDs    []uint32
+	ArgFormats []int16
+	// Want is the LIMIT the SQL carries (0: none). A read that returns
+	// fewer rows than Want, or has no LIMIT, is complete.
+	Want int64
+	// RowLimit: a read returning more rows fails with ErrRowLimit (0: no
+	// limit).
+	RowLimit int
+}
+
+// OutputKind is the kind of an Output.
+type OutputKind uint8
+
+// The kinds of output.
+const (
+	// OutputAccepted: the subscription is live. Rows mode: Columns and the
+	// whole result in Rows, in order (Count for a COUNT(*) query).
+	OutputAccepted OutputKind = iota + 1
+	// OutputDelta: the result changed in the transaction committed at LSN:
+	// Rows are upserted (by Key), Removed keys are gone, Count is the new
+	// count, and Order (for a query with ORDER BY) lists every key of the
+	// whole result in order.
+	OutputDelta
+	// OutputTouched: touch mode; the result changed at LSN.
+	OutputTouched
+	// OutputRefused: the subscription could not be served (Reason,
+	// Retryable); it is gone.
+	OutputRefused
+	// OutputEnded: a live subscription ended (Reason, Retryable); it is
+	// gone.
+	OutputEnded
+)
+
+var outputKindNames = [...]string{"", "accepted", "delta", "touched", "refused", "ended"}
+
+// String names the output kind.
+func (k OutputKind) String() string {
+	if int(k) < len(outputKindNames) && k != 0 {
+		return outputKindNames[k]
+	}
+	return "unknown"
+}
+
+// Key is a result row's identity: the query.AppendKey encodings of every
+// source's primary key values, in source order (a null-extended source
+// contributes NULLs). Compare keys as strings.
+type Key string
+
+// ResultRow is one row of a result: its identity and its values in
+// Plan.Output order (change's typed forms, nil for NULL).
+type ResultRow struct {
+	Key    Key
+	Values []any
+}
+
+// Output is one thing a subscriber must be told.
+type Output struct {
+	Sub  SubID
+	Kind OutputKind
+	// LSN is the commit LSN of the transaction for a Delta or Touched, and
+	// the position the result is exact at for Accepted.
+	LSN     change.LSN
+	Columns []query.Output // Accepted (rows mode): the result's columns
+	Rows    []ResultRow    // Accepted: the whole result; Delta: rows upserted
+	Removed []Key          // Delta: rows removed
+	// Order is, for a Delta of a query with ORDER BY, the keys of the whole
+	// result in order after the change; nil otherwise.
+	Order []Key
+	// Count is the count of a COUNT(*) query (Accepted and Delta).
+	Count     int64
+	Reason    string // Refused, Ended
+	Retryable bool   // Refused, Ended: subscribing again may succeed
+}
+
+// Ready is what the core produced since the last call to Core.Ready.
+type Ready struct {
+	// Reads the runtime must run, each answered with Core.ReadDone.
+	Reads []ReadRequest
+	// Outputs in the order produced: all outputs of one transaction come
+	// before any of the next.
+	Outputs []Output
+}
+
+// Empty reports whether there is nothing to do.
+func (r Ready) Empty() bool { return len(r.Reads) == 0 && len(r.Outputs) == 0 }
+
+// Core is the engine's deterministic state machine: views, the rows they
+// hold, the routing indexes, and hydration bookkeeping. It has no
+// goroutines, no I/O and no clock. One goroutine owns it: it calls
+// Subscribe, Unsubscribe, Apply, Advance and ReadDone, and after each call
+// (or a batch of them) collects Ready. Nothing is safe for concurrent use.
+type Core struct {
+	opts CoreOptions
+	st   *state
+}
+
+// NewCore returns an empty core.
+func NewCore(opts CoreOptions) *Core {
+	opts = opts.withDefaults()
+	return &Core{opts: opts, st: newState(opts)}
+}
+
+// Subscribe registers sub on a compiled plan in the given mode. If a view
+// with the same plan.Key exists, sub shares it (its Accepted comes once the
+// view is live: at once if it is); otherwise the core creates a view and
+// asks for its hydration read in Ready.Reads. A SubID already subscribed is
+// refused.
+func (c *Core) Subscribe(sub SubID, plan *query.Plan, mode Mode) { c.st.subscribe(sub, plan, mode) }
+
+// Unsubscribe removes sub. Its view goes with its last subscriber (a read
+// still running for it is then ignored when it lands). Unknown ids are
+// ignored; nothing is output for sub afterwards.
+func (c *Core) Unsubscribe(sub SubID) { c.st.unsubscribe(sub) }
+
+// Apply applies one fragment of a committed transaction. Fragments come in
+// commit order; the outputs of a transaction are produced when its Last
+// fragment is applied. The core keeps t and the values in it (it must not
+// be modified afterwards). A transaction whose CommitLSN is not beyond the
+// core's position is a duplicate and ignored.
+func (c *Core) Apply(t *change.Txn) { c.st.apply(t) }
+
+// Advance tells the core the stream has passed lsn with no transaction
+// before it left undelivered (a keepalive or heartbeat position). Reads
+// waiting for the stream to pass their snapshot may land.
+func (c *Core) Advance(lsn change.LSN) { c.st.advance(lsn) }
+
+// ReadDone delivers the result of the read id: the snapshot it ran in and
+// its rows (see ReadRequest.Sources for their shape), or err. complete
+// says the read returned every row its query selects (fewer than Want).
+// The rows land once the core's position has passed snap.LSN: the
+// transactions streamed since the read was asked for and not visible in
+// snap are applied to them, and the view goes live at the core's
+// position. With err, the view's subscriptions are refused with it. The
+// core keeps rows.
+func (c *Core) ReadDone(id ReadID, snap Snapshot, rows []query.Row, complete bool, err error) {
+	c.st.readDone(id, snap, rows, complete, err)
+}
+
+// Ready returns, and forgets, what the core produced since the last call.
+func (c *Core) Ready() Ready { return c.st.ready() }
+
+// Position is the commit LSN of the last transaction applied (or the last
+// Advance).
+func (c *Core) Position() change.LSN { return c.st.pos }
+
+// Stats are counters describing a Core.
+type Stats struct {
+	Views        int // views, live or hydrating
+	Subs         int // subscriptions
+	HeldRows     int // distinct (table, key) rows held
+	PendingReads int // reads asked for and not landed
+}
+
+// Stats returns the core's counters.
+func (c *Core) Stats() Stats { return c.st.stats() }

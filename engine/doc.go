@@ -1,0 +1,35 @@
+// Package engine keeps SQL query results fresh from PostgreSQL's change
+// stream.
+//
+// The Core is a deterministic state machine in the style of etcd's raft:
+// method calls in (Subscribe, Unsubscribe, Apply a transaction fragment,
+// Advance, ReadDone), a Ready out (reads to run against PostgreSQL and
+// outputs for subscribers). It has no goroutines, no I/O and no clock, so
+// it is tested by driving it directly.
+//
+// Views. Subscriptions whose plans have the same query.Plan.Key share one
+// view. A view holds the rows of its result (a window holds
+// OFFSET+LIMIT+WindowMargin rows, a join every row of each source that
+// satisfies that source's own constraints). Rows are stored once per
+// (table, primary key) however many views hold them, decoded once into
+// change's typed forms.
+//
+// Routing. Each view registers under one constraint of its root source
+// (equality/IN by value in a hash index, ranges in an interval index,
+// NOT IN by exclusion) or in its table's unconstrained list; a changed row
+// is matched by its new values through those indexes and by the views
+// already holding its old version, so the cost of a change grows with the
+// views it can affect, not with the views registered.
+//
+// Transactions. Changes are accumulated per transaction; on its Last
+// fragment every affected view compares its rows with the state before the
+// transaction and emits one delta: primary key changes, rows moving in and
+// out of a filter and rows touched many times come out as their net
+// effect.
+//
+// Hydration. A new view asks for a read. From that moment the core buffers
+// the transactions touching the view's tables; when the read lands and the
+// stream has passed the read's snapshot LSN, the buffered transactions not
+// visible in the snapshot are applied to the read's rows and the view goes
+// live.
+package engine
