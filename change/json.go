@@ -33,7 +33,7 @@ const commitTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
 // arrives in fragments is written with a TxnJSONWriter instead. Relation
 // changes (OpRelation) are not part of the form and are skipped.
 func AppendTxnJSON(dst []byte, t *Txn) []byte {
-	dst = appendTxnHeader(dst, t)
+	dst = appendTxnHeader(dst, t, true)
 	first := true
 	for i := range t.Changes {
 		dst, first = appendChangeSep(dst, &t.Changes[i], first)
@@ -41,12 +41,15 @@ func AppendTxnJSON(dst []byte, t *Txn) []byte {
 	return append(dst, "]}"...)
 }
 
-// appendTxnHeader appends everything up to and including `"changes":[`.
-func appendTxnHeader(dst []byte, t *Txn) []byte {
+// appendTxnHeader appends everything up to and including `"changes":[`,
+// with end_lsn only if withEnd.
+func appendTxnHeader(dst []byte, t *Txn, withEnd bool) []byte {
 	dst = append(dst, `{"lsn":"`...)
 	dst = appendLSN(dst, t.CommitLSN)
-	dst = append(dst, `","end_lsn":"`...)
-	dst = appendLSN(dst, t.EndLSN)
+	if withEnd {
+		dst = append(dst, `","end_lsn":"`...)
+		dst = appendLSN(dst, t.EndLSN)
+	}
 	dst = append(dst, `","xid":`...)
 	dst = strconv.AppendUint(dst, uint64(t.XID), 10)
 	dst = append(dst, `,"commit_time":"`...)
@@ -348,7 +351,13 @@ var ErrFragmentOrder = errors.New("transaction fragments out of order")
 // their fragments arrive: fragment 0 writes the header, every fragment its
 // changes, and the Last fragment closes the object and ends the line. At
 // most about 64 KiB plus one change is held, so a transaction of a million
-// rows is written without being held. The line of a transaction is
+// rows is written without being held.
+//
+// The reader knows a transaction's end LSN only at its commit, so earlier
+// fragments carry EndLSN 0. When fragment 0 is also the Last one, or
+// already carries an EndLSN, the line is exactly AppendTxnJSON's;
+// otherwise "end_lsn" is left out of the header and written after
+// "changes", as the object's last field. The line of a transaction is
 // complete only once its Last fragment has been written; a reader that
 // stops in the middle leaves a line without its newline, which a resuming
 // reader discards.
@@ -358,6 +367,7 @@ type TxnJSONWriter struct {
 	open    bool // a transaction's header has been written, its end not yet
 	first   bool // no change written yet in the open transaction
 	lsn     LSN  // the open transaction's commit LSN
+	endLate bool // end_lsn goes after "changes"
 	nextSeq int  // the fragment expected next
 }
 
@@ -374,7 +384,8 @@ func (jw *TxnJSONWriter) Write(t *Txn) error {
 		if jw.open {
 			return fmt.Errorf("write transaction %s: %w: fragment 0 before the Last fragment of transaction %s", t.CommitLSN, ErrFragmentOrder, jw.lsn)
 		}
-		jw.buf = appendTxnHeader(jw.buf[:0], t)
+		jw.endLate = !t.Last && t.EndLSN == 0
+		jw.buf = appendTxnHeader(jw.buf[:0], t, !jw.endLate)
 		jw.open, jw.first, jw.lsn, jw.nextSeq = true, true, t.CommitLSN, 0
 	} else if !jw.open || t.Fragment != jw.nextSeq || t.CommitLSN != jw.lsn {
 		return fmt.Errorf("write transaction %s: %w: got fragment %d, want %d of transaction %s", t.CommitLSN, ErrFragmentOrder, t.Fragment, jw.nextSeq, jw.lsn)
@@ -389,7 +400,13 @@ func (jw *TxnJSONWriter) Write(t *Txn) error {
 		}
 	}
 	if t.Last {
-		jw.buf = append(jw.buf, "]}\n"...)
+		if jw.endLate {
+			jw.buf = append(jw.buf, `],"end_lsn":"`...)
+			jw.buf = appendLSN(jw.buf, t.EndLSN)
+			jw.buf = append(jw.buf, "\"}\n"...)
+		} else {
+			jw.buf = append(jw.buf, "]}\n"...)
+		}
 		jw.open = false
 		return jw.flush()
 	}

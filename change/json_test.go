@@ -206,12 +206,16 @@ func TestParseTxnJSONErrors(t *testing.T) {
 	}
 }
 
-// fragments splits txn into fragments of n changes each.
+// fragments splits txn into fragments of n changes each; only the Last
+// carries the EndLSN, as pgwal sends them.
 func fragments(txn *Txn, n int) []*Txn {
 	var out []*Txn
 	for i := 0; i == 0 || i < len(txn.Changes); i += n {
 		f := *txn
 		f.Fragment, f.Last = len(out), i+n >= len(txn.Changes)
+		if !f.Last {
+			f.EndLSN = 0
+		}
 		f.Changes = txn.Changes[i:min(i+n, len(txn.Changes))]
 		out = append(out, &f)
 	}
@@ -224,7 +228,14 @@ func TestTxnJSONWriterFragments(t *testing.T) {
 		jw := NewTxnJSONWriter(&buf)
 		var want []byte
 		for _, txn := range jsonFixtures() {
-			want = append(AppendTxnJSON(want, txn), '\n')
+			line := AppendTxnJSON(nil, txn)
+			if len(txn.Changes) > size {
+				// end_lsn moves to the end: it was not known at fragment 0.
+				end := `,"end_lsn":"` + txn.EndLSN.String() + `"`
+				line = []byte(strings.Replace(string(line), end, "", 1))
+				line = append(line[:len(line)-1], end+"}"...)
+			}
+			want = append(append(want, line...), '\n')
 			for _, f := range fragments(txn, size) {
 				if err := jw.Write(f); err != nil {
 					t.Fatalf("Write(fragment %d of %s): %v", f.Fragment, f.CommitLSN, err)
@@ -236,6 +247,16 @@ func TestTxnJSONWriterFragments(t *testing.T) {
 		}
 		if !bytes.Equal(buf.Bytes(), want) {
 			t.Errorf("fragments of %d:\n got %s\nwant %s", size, buf.Bytes(), want)
+		}
+		// Whatever the shape, every line reads back as the transaction.
+		for i, line := range bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), []byte("\n")) {
+			txn, err := ParseTxnJSON(line)
+			if err != nil {
+				t.Fatalf("ParseTxnJSON(%s): %v", line, err)
+			}
+			if fx := jsonFixtures()[i]; txn.EndLSN != fx.EndLSN || !bytes.Equal(AppendTxnJSON(nil, txn), AppendTxnJSON(nil, fx)) {
+				t.Errorf("fragments of %d: line %d reads back as %s, want %s", size, i+1, AppendTxnJSON(nil, txn), AppendTxnJSON(nil, fx))
+			}
 		}
 	}
 }
@@ -300,7 +321,7 @@ func TestTxnJSONWriterBoundedMemory(t *testing.T) {
 	const perFrag = 1000
 	var cw countWriter
 	jw := NewTxnJSONWriter(&cw)
-	frag := &Txn{XID: 9, CommitLSN: 0x5000000, EndLSN: 0x5000030, CommitTime: commitTime, Changes: make([]Change, perFrag)}
+	frag := &Txn{XID: 9, CommitLSN: 0x5000000, CommitTime: commitTime, Changes: make([]Change, perFrag)}
 	vals := make([]Row, perFrag)
 	for i := range frag.Changes {
 		vals[i] = Row{txt(""), txt("a row of a very large transaction"), null, null}
@@ -309,6 +330,9 @@ func TestTxnJSONWriterBoundedMemory(t *testing.T) {
 	maxBuf := 0
 	for f := 0; f*perFrag < rows; f++ {
 		frag.Fragment, frag.Last = f, (f+1)*perFrag >= rows
+		if frag.Last {
+			frag.EndLSN = 0x5000030
+		}
 		for i := range vals {
 			vals[i][0] = txt(fmt.Sprint(f*perFrag + i))
 		}
@@ -320,7 +344,7 @@ func TestTxnJSONWriterBoundedMemory(t *testing.T) {
 	if limit := 2 * jsonFlushSize; maxBuf > limit {
 		t.Errorf("writer buffer grew to %d bytes, want at most %d", maxBuf, limit)
 	}
-	wantTail := fmt.Sprintf(`{"id":"%d"},"new":{"id":"%d","name":"a row of a very large transaction","bio":null,"avatar":null}}]}`+"\n", rows-1, rows-1)
+	wantTail := fmt.Sprintf(`{"id":"%d"},"new":{"id":"%d","name":"a row of a very large transaction","bio":null,"avatar":null}}],"end_lsn":"0/5000030"}`+"\n", rows-1, rows-1)
 	if !strings.HasSuffix(string(cw.tail), wantTail[len(wantTail)-60:]) {
 		t.Errorf("line ends %q, want ...%q", cw.tail, wantTail[len(wantTail)-60:])
 	}
