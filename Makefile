@@ -1,7 +1,7 @@
 # Freshet: `make demo` shows it working, `make test` proves it.
 GO ?= go
 
-.PHONY: demo test build vet fmt-check postgres bench clean
+.PHONY: demo test build vet fmt-check postgres bench bench-tail clean
 
 demo: postgres
 	$(GO) run ./cmd/freshet demo
@@ -26,6 +26,10 @@ postgres:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# End-to-end: freshet tail against pg_recvlogical (docs/benchmarks.md).
+bench-tail: postgres
+	bash scripts/bench-tail.sh
 
 clean:
 	rm -rf bin

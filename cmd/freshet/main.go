@@ -4,10 +4,12 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -43,6 +45,17 @@ Commands:
 Run 'freshet <command> -h' for a command's flags.
 `
 
+// printFlags prints a subcommand's usage text and its flags, spelled
+// --name as the rest of the documentation spells them.
+func printFlags(fs *flag.FlagSet, text string) {
+	var b strings.Builder
+	out := fs.Output()
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
+	fmt.Fprint(out, text, strings.ReplaceAll("\n"+b.String(), "\n  -", "\n  --")[1:])
+}
+
 // usageError is a mistake in how the command was called (exit status 2).
 type usageError struct{ msg string }
 
@@ -65,6 +78,12 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	case "version", "--version":
 		fmt.Fprintln(m.Stdout, "freshet", Version)
 		return nil
+	case "tail":
+		return m.runTail(ctx, args[1:])
+	case "demo":
+		return m.runDemo(ctx, args[1:])
+	case "bench-tail": // hidden: the end-to-end benchmark (scripts/bench-tail.sh)
+		return m.runBenchTail(ctx, args[1:])
 	case "help", "-h", "--help":
 		fmt.Fprint(m.Stdout, usage)
 		return nil
