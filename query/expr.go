@@ -111,8 +111,9 @@ type colRef struct {
 // operand is one side of a comparison: a column, or a constant already in
 // the comparison family's form (nil for NULL).
 type operand struct {
-	col *colRef
-	val any
+	col  *colRef
+	val  any
+	trim bool // drop trailing spaces (a varchar compared as bpchar)
 }
 
 // value returns the operand's value in family fam, nil for NULL.
@@ -131,6 +132,9 @@ func (o *operand) value(row Row, fam family) any {
 	x, ok := toFamily(v, o.col.oid, fam)
 	if !ok {
 		return nil
+	}
+	if o.trim {
+		return strings.TrimRight(x.(string), " ")
 	}
 	return x
 }
@@ -244,6 +248,10 @@ func (e *expr) eval(row Row) Tri {
 		}
 		return triOf(v.(bool))
 	case opIn:
+		if len(e.vals) == 0 && !e.null {
+			// x = ANY('{}') is false and x <> ALL('{}') true, even for NULL x.
+			return triOf(e.negate)
+		}
 		v := e.l.value(row, e.fam)
 		if v == nil {
 			return Unknown
@@ -257,6 +265,9 @@ func (e *expr) eval(row Row) Tri {
 		}
 		return triOf(e.negate)
 	case opAnyAll:
+		if len(e.vals) == 0 {
+			return triOf(!e.any)
+		}
 		v := e.l.value(row, e.fam)
 		if v == nil {
 			return Unknown
@@ -278,11 +289,16 @@ func (e *expr) eval(row Row) Tri {
 		}
 		return res
 	case opLike:
-		v := e.l.value(row, famText)
-		if v == nil {
+		// LIKE sees a bpchar with its padding: no trimming here.
+		vals := row[e.l.col.src]
+		if vals == nil || vals[e.l.col.idx] == nil {
 			return Unknown
 		}
-		return triOf(e.like.match(v.(string)) != e.negate)
+		s, ok := vals[e.l.col.idx].(string)
+		if !ok {
+			return Unknown
+		}
+		return triOf(e.like.match(s) != e.negate)
 	}
 	return Unknown
 }

@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/freshetdb/freshet/change"
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -27,6 +28,27 @@ type topnd struct {
 }
 
 func (o *topnd) unknown() bool { return o.col == nil && o.oid == 0 }
+
+// numericRank orders the numeric types by PostgreSQL's implicit casts
+// (int2 -> int4 -> int8 -> numeric -> float4 -> float8): the common type
+// of a list is the highest; 0 for other types.
+func numericRank(oid uint32) int {
+	switch oid {
+	case change.OIDInt2:
+		return 1
+	case change.OIDInt4, change.OIDOID:
+		return 2
+	case change.OIDInt8:
+		return 3
+	case change.OIDNumeric:
+		return 4
+	case change.OIDFloat4:
+		return 5
+	case change.OIDFloat8:
+		return 6
+	}
+	return 0
+}
 
 // typeName names a type OID for messages.
 func typeName(oid uint32) string {
@@ -64,16 +86,16 @@ func (c *compiler) param(n int, loc int32) (topnd, error) {
 	if oid == 0 || oid == change.OIDUnknown {
 		return topnd{param: n, loc: loc}, nil
 	}
-	return c.decodeParam(n, oid, loc)
+	return c.decodeParam(n, oid, familyOf(oid), loc)
 }
 
 // decodeParam decodes bind n as type oid and records it.
-func (c *compiler) decodeParam(n int, oid uint32, loc int32) (topnd, error) {
+func (c *compiler) decodeParam(n int, oid uint32, fam family, loc int32) (topnd, error) {
 	b := c.binds[n-1]
 	if prev := c.paramOIDs[n-1]; prev != 0 && prev != oid {
 		return topnd{}, &Refusal{Code: CodeBind, Param: n, Message: fmt.Sprintf("$%d is used both as %s and as %s", n, typeName(prev), typeName(oid))}
 	}
-	if _, ok := change.BuiltinType(oid); !ok {
+	if _, ok := change.BuiltinType(oid); !ok && !(fam == famEnum && b.OID == 0) {
 		return topnd{}, &Refusal{Code: CodeBind, Param: n, Message: fmt.Sprintf("$%d has type OID %d, which is not a type Freshet knows", n, oid)}
 	}
 	if b.Format != FormatText && b.Format != FormatBinary {
@@ -86,6 +108,10 @@ func (c *compiler) decodeParam(n int, oid uint32, loc int32) (topnd, error) {
 			kind = change.Binary
 		}
 		var err error
+		if fam == famEnum && b.Format == FormatBinary {
+			// An enum's binary form is its label, as its text form.
+			kind = change.Text
+		}
 		v, err = change.DecodeOID(oid, change.Value{Kind: kind, Data: b.Data}, nil)
 		if err != nil {
 			return topnd{}, &Refusal{Code: CodeBind, Param: n, Message: fmt.Sprintf("$%d is not a valid %s: %v", n, typeName(oid), err)}
@@ -93,7 +119,7 @@ func (c *compiler) decodeParam(n int, oid uint32, loc int32) (topnd, error) {
 	}
 	c.params[n-1] = v
 	c.paramOIDs[n-1] = oid
-	return topnd{oid: oid, fam: familyOf(oid), val: v, loc: loc}, nil
+	return topnd{oid: oid, fam: fam, val: v, loc: loc}, nil
 }
 
 // settle gives an operand of unknown type the type oid (of fam).
@@ -107,7 +133,7 @@ func (c *compiler) settleFam(o *topnd, oid uint32, fam family) error {
 	}
 	switch {
 	case o.param > 0:
-		p, err := c.decodeParam(o.param, oid, o.loc)
+		p, err := c.decodeParam(o.param, oid, fam, o.loc)
 		if err != nil {
 			return err
 		}
@@ -165,7 +191,7 @@ func (c *compiler) constant(n *pg.Node) (topnd, error) {
 		return c.param(int(x.ParamRef.Number), x.ParamRef.Location)
 	case *pg.Node_TypeCast:
 		tc := x.TypeCast
-		to, err := c.typeOID(tc.TypeName)
+		to, typmod, err := c.typeOID(tc.TypeName)
 		if err != nil {
 			return topnd{}, err
 		}
@@ -176,7 +202,13 @@ func (c *compiler) constant(n *pg.Node) (topnd, error) {
 		if err != nil {
 			return o, err
 		}
-		return c.cast(o, to, tc.Location)
+		o, err = c.cast(o, to, tc.Location)
+		if err == nil && typmod > 0 {
+			if s, ok := o.val.(string); ok && utf8.RuneCountInString(s) > typmod {
+				o.val = string([]rune(s)[:typmod])
+			}
+		}
+		return o, err
 	}
 	return topnd{}, c.unsupported(n, "as a value")
 }
@@ -194,8 +226,9 @@ var typeNames = map[string]uint32{
 	"json": change.OIDJSON, "jsonb": change.OIDJSONB,
 }
 
-// typeOID resolves a type name in a cast.
-func (c *compiler) typeOID(tn *pg.TypeName) (uint32, error) {
+// typeOID resolves a type name in a cast, with its length modifier for
+// varchar(n) and char(n) (0 when none).
+func (c *compiler) typeOID(tn *pg.TypeName) (uint32, int, error) {
 	var names []string
 	for _, n := range tn.Names {
 		s, _ := strVal(n)
@@ -206,24 +239,37 @@ func (c *compiler) typeOID(tn *pg.TypeName) (uint32, error) {
 		names = names[1:]
 	}
 	if len(names) != 1 || tn.Setof || tn.PctType {
-		return 0, refusalAt(tn.Location, CodeType, "a cast to type %s is not supported", full)
-	}
-	if len(tn.Typmods) > 0 {
-		return 0, refusalAt(tn.Location, CodeType, "a cast with a type modifier (%s(...)) is not supported", names[0])
+		return 0, 0, refusalAt(tn.Location, CodeType, "a cast to type %s is not supported", full)
 	}
 	oid, ok := typeNames[strings.ToLower(names[0])]
 	if !ok {
-		return 0, refusalAt(tn.Location, CodeType, "a cast to type %s is not supported", full)
+		return 0, 0, refusalAt(tn.Location, CodeType, "a cast to type %s is not supported", full)
+	}
+	typmod := 0
+	if len(tn.Typmods) > 0 {
+		// varchar(n) and char(n) cut a longer value to n characters (an
+		// explicit cast does not fail); other modifiers change values in
+		// ways not reproduced here.
+		var n int32 = -1
+		if len(tn.Typmods) == 1 {
+			if c := tn.Typmods[0].GetAConst(); c != nil && c.GetIval() != nil {
+				n = c.GetIval().Ival
+			}
+		}
+		if (oid != change.OIDVarchar && oid != change.OIDBPChar) || n < 1 || len(tn.ArrayBounds) > 0 {
+			return 0, 0, refusalAt(tn.Location, CodeType, "a cast with a type modifier (%s(...)) is not supported", names[0])
+		}
+		typmod = int(n)
 	}
 	switch len(tn.ArrayBounds) {
 	case 0:
-		return oid, nil
+		return oid, typmod, nil
 	case 1:
 		if a, ok := elemArray[oid]; ok {
-			return a, nil
+			return a, 0, nil
 		}
 	}
-	return 0, refusalAt(tn.Location, CodeType, "a cast to type %s[] is not supported", full)
+	return 0, 0, refusalAt(tn.Location, CodeType, "a cast to type %s[] is not supported", full)
 }
 
 // cast converts a constant to type to, as an explicit cast would.
@@ -501,9 +547,22 @@ func (c *compiler) compare(ln, rn *pg.Node, op cmpOp, loc int32) (*expr, error) 
 }
 
 func (c *compiler) comparePair(l, r *topnd, op cmpOp, loc int32) (*expr, error) {
+	return c.comparePairIn(l, r, op, loc, famNone)
+}
+
+// comparePairIn is comparePair in family force (when set and both operands
+// promote to it).
+func (c *compiler) comparePairIn(l, r *topnd, op cmpOp, loc int32, force family) (*expr, error) {
 	fam, err := c.unify(l, r, op != cmpEq && op != cmpNe, loc)
 	if err != nil {
 		return nil, err
+	}
+	if force != famNone && force != fam {
+		if f, ok := commonFamily(fam, force); ok && f == force {
+			fam = force
+		} else if force == famFloat4 && (fam == famFloat || fam == famNumeric || fam == famInt) {
+			fam = force
+		}
 	}
 	e := &expr{op: opCmp, cmp: op, fam: fam}
 	if e.l, err = c.final(l, fam, loc); err != nil {
@@ -511,6 +570,18 @@ func (c *compiler) comparePair(l, r *topnd, op cmpOp, loc int32) (*expr, error) 
 	}
 	if e.r, err = c.final(r, fam, loc); err != nil {
 		return nil, err
+	}
+	// bpchar against varchar (or bpchar) compares as bpchar: trailing
+	// spaces of both sides are insignificant. Against text it compares as
+	// text (only the bpchar side loses its trailing spaces).
+	if fam == famText && (l.oid == change.OIDBPChar && r.oid == change.OIDVarchar || l.oid == change.OIDVarchar && r.oid == change.OIDBPChar) {
+		for _, o := range []*operand{&e.l, &e.r} {
+			if o.col != nil {
+				o.trim = true
+			} else if s, ok := o.val.(string); ok {
+				o.val = strings.TrimRight(s, " ")
+			}
+		}
 	}
 	// Keep the column on the left where there is one.
 	if e.l.col == nil && e.r.col != nil {
@@ -700,13 +771,37 @@ func (c *compiler) in(a *pg.A_Expr, negate bool) (*expr, error) {
 		}
 		items = append(items, o)
 	}
-	// Each item compares with x as x = item would; when all of them are
-	// constants of one family, one hashed set serves.
+	// PostgreSQL resolves x IN (constants...) in the common type of x and
+	// all the items (int8 IN (1, 1.5::float8) compares as float8); with
+	// columns among the items, each x = item on its own.
+	// A single item is x = item exactly.
+	force := famNone
+	if allConst && len(items) > 1 {
+		force = l.fam
+		rank := numericRank(l.oid)
+		for _, it := range items {
+			if it.unknown() {
+				continue
+			}
+			f, ok := commonFamily(force, it.fam)
+			if !ok {
+				force = famNone
+				break
+			}
+			force = f
+			if r := numericRank(it.oid); r > rank {
+				rank = r
+			}
+		}
+		if force == famFloat && rank == 5 {
+			force = famFloat4
+		}
+	}
 	var fam family
 	cmps := make([]*expr, len(items))
 	for i := range items {
 		lc := l
-		e, err := c.comparePair(&lc, &items[i], cmpEq, a.Location)
+		e, err := c.comparePairIn(&lc, &items[i], cmpEq, a.Location, force)
 		if err != nil {
 			return nil, err
 		}

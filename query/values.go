@@ -31,10 +31,11 @@ const (
 	famInterval                // interval: change.Interval
 	famJSON                    // json, jsonb: not comparable
 	famArray                   // arrays: only as the right side of ANY/ALL
+	famFloat4                  // float4 as a common type (IN lists): float64 rounded to float32
 )
 
 var familyNames = [...]string{"unsupported", "unknown", "integer", "numeric", "floating-point", "text", "enum",
-	"boolean", "uuid", "bytea", "date", "time", "timetz", "timestamp", "interval", "json", "array"}
+	"boolean", "uuid", "bytea", "date", "time", "timetz", "timestamp", "interval", "json", "array", "real"}
 
 func (f family) String() string { return familyNames[f] }
 
@@ -132,12 +133,14 @@ func toFamily(v any, oid uint32, f family) (any, bool) {
 			return change.Numeric{Coef: big.NewInt(x)}, true
 		case famFloat:
 			return float64(x), true
+		case famFloat4:
+			return float64(float32(x)), true
 		}
 	case float64:
-		if f == famFloat {
-			if oid == change.OIDFloat4 {
-				return float64(float32(x)), true
-			}
+		switch {
+		case f == famFloat4 || f == famFloat && oid == change.OIDFloat4:
+			return float64(float32(x)), true
+		case f == famFloat:
 			return x, true
 		}
 	case change.Numeric:
@@ -146,6 +149,8 @@ func toFamily(v any, oid uint32, f family) (any, bool) {
 			return x, true
 		case famFloat:
 			return numericFloat64(x), true
+		case famFloat4:
+			return float64(float32(numericFloat64(x))), true
 		}
 	case string:
 		if f == famText || f == famEnum {
@@ -326,7 +331,7 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
-func numericRank(n change.Numeric) int {
+func numericClass(n change.Numeric) int {
 	switch {
 	case n.NaN:
 		return 3
@@ -342,7 +347,7 @@ var bigTen = big.NewInt(10)
 
 // cmpNumeric orders numerics exactly: -Infinity < finite < Infinity < NaN.
 func cmpNumeric(a, b change.Numeric) int {
-	ra, rb := numericRank(a), numericRank(b)
+	ra, rb := numericClass(a), numericClass(b)
 	if ra != rb || ra != 1 {
 		return cmp3(int64(ra), int64(rb))
 	}
