@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // ErrNotSent is returned by Decode for a value PostgreSQL did not send: an
@@ -41,7 +42,8 @@ func Decode(t Type, v Value, r TypeResolver) (any, error) {
 	case Null:
 		return nil, nil
 	case Text:
-		return decodeText(t, v.Data, r, 0)
+		// The text is read in place; decoders copy what they keep.
+		return decodeText(t, unsafe.String(unsafe.SliceData(v.Data), len(v.Data)), false, r, 0)
 	case Binary:
 		return decodeBinary(t, v.Data, r, 0)
 	}
@@ -97,7 +99,9 @@ func resolveBase(t Type, r TypeResolver) (Type, error) {
 	return t, nil
 }
 
-func decodeText(t Type, data []byte, r TypeResolver, depth int) (any, error) {
+// decodeText decodes the text form s of a value of type t. Unless owned, s
+// may alias memory the caller reuses, so whatever is kept is copied.
+func decodeText(t Type, s string, owned bool, r TypeResolver, depth int) (any, error) {
 	t, err := resolveBase(t, r)
 	if err != nil {
 		return nil, err
@@ -107,24 +111,32 @@ func decodeText(t Type, data []byte, r TypeResolver, depth int) (any, error) {
 		if depth >= maxTypeDepth {
 			return nil, fmt.Errorf("decode %s: arrays nested more than %d deep", t.display(), maxTypeDepth)
 		}
-		a, err := parseArray(string(data), t, r, depth)
+		a, err := parseArray(s, owned, t, r, depth)
 		if err != nil {
 			return nil, fmt.Errorf("decode %s: %w", t.display(), err)
 		}
 		return a, nil
 	case KindBase:
-		v, err := decodeBaseText(t.OID, string(data))
+		v, err := decodeBaseText(t.OID, s, owned)
 		if err != nil {
 			return nil, fmt.Errorf("decode %s: %w", t.display(), err)
 		}
 		return v, nil
 	}
-	return string(data), nil
+	return keep(s, owned), nil
+}
+
+// keep returns s, copied unless owned.
+func keep(s string, owned bool) string {
+	if owned {
+		return s
+	}
+	return strings.Clone(s)
 }
 
 // decodeBaseText decodes the text form of a built-in base type; other OIDs
 // stay text.
-func decodeBaseText(oid uint32, s string) (any, error) {
+func decodeBaseText(oid uint32, s string, owned bool) (any, error) {
 	switch oid {
 	case OIDInt2:
 		return parseInt(s, 16)
@@ -147,7 +159,8 @@ func decodeBaseText(oid uint32, s string) (any, error) {
 	case OIDBool:
 		return ParseBool(s)
 	case OIDChar:
-		return parseChar(s)
+		c, err := parseChar(s)
+		return keep(c, owned), err
 	case OIDBytea:
 		return ParseBytea(s)
 	case OIDUUID:
@@ -156,7 +169,7 @@ func decodeBaseText(oid uint32, s string) (any, error) {
 		if !json.Valid([]byte(s)) {
 			return nil, fmt.Errorf("parse %q: not valid JSON", clip(s))
 		}
-		return JSON(s), nil
+		return JSON(s), nil // a copy
 	case OIDDate:
 		return ParseDate(s)
 	case OIDTime:
@@ -170,7 +183,7 @@ func decodeBaseText(oid uint32, s string) (any, error) {
 	case OIDInterval:
 		return ParseInterval(s)
 	}
-	return s, nil
+	return keep(s, owned), nil
 }
 
 func parseInt(s string, bits int) (any, error) {

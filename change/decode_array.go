@@ -12,8 +12,9 @@ const maxArrayDims = 6
 
 // rawElem is one element of an array's text form before decoding.
 type rawElem struct {
-	text string
-	null bool
+	text  string
+	null  bool
+	owned bool // text is a fresh copy, not a substring of the input
 }
 
 type arrayParser struct {
@@ -28,7 +29,7 @@ type arrayParser struct {
 
 // parseArray parses an array's text form ("{1,2}", "{{a,NULL},{\"b c\",d}}",
 // "[0:1]={1,2}", "{}") and decodes its elements as t's element type.
-func parseArray(s string, t Type, r TypeResolver, depth int) (Array, error) {
+func parseArray(s string, owned bool, t Type, r TypeResolver, depth int) (Array, error) {
 	delim := t.Delim
 	if delim == 0 {
 		delim = ','
@@ -91,7 +92,7 @@ func parseArray(s string, t Type, r TypeResolver, depth int) (Array, error) {
 		if e.null {
 			continue
 		}
-		v, err := decodeText(et, []byte(e.text), r, depth+1)
+		v, err := decodeText(et, e.text, owned || e.owned, r, depth+1)
 		if err != nil {
 			return Array{}, fmt.Errorf("element %d: %w", k+1, err)
 		}
@@ -221,6 +222,8 @@ func (p *arrayParser) element() error {
 	p.buf = p.buf[:0]
 	if p.peek() == '"' {
 		p.i++
+		start := p.i
+		escapes := false
 		for {
 			if p.i >= len(p.s) {
 				return p.errorf("unterminated quoted element")
@@ -236,12 +239,18 @@ func (p *arrayParser) element() error {
 				}
 				c = p.s[p.i]
 				p.i++
+				escapes = true
 			}
 			p.buf = append(p.buf, c)
 		}
-		p.elems = append(p.elems, rawElem{text: string(p.buf)})
+		if !escapes {
+			p.elems = append(p.elems, rawElem{text: p.s[start : p.i-1]})
+		} else {
+			p.elems = append(p.elems, rawElem{text: string(p.buf), owned: true})
+		}
 		return nil
 	}
+	start := p.i
 	escaped := false
 	keep := 0 // length of buf up to the last character that is not trailing space
 	for p.i < len(p.s) {
@@ -269,11 +278,17 @@ func (p *arrayParser) element() error {
 		}
 		p.i++
 	}
-	text := string(p.buf[:keep])
-	if text == "" && !escaped {
+	if keep == 0 && !escaped {
 		return p.errorf("empty unquoted element")
 	}
-	p.elems = append(p.elems, rawElem{text: text, null: !escaped && strings.EqualFold(text, "NULL")})
+	e := rawElem{owned: escaped}
+	if escaped {
+		e.text = string(p.buf[:keep])
+	} else {
+		e.text = p.s[start : start+keep] // no escapes: buf is a copy of the input from start
+		e.null = strings.EqualFold(e.text, "NULL")
+	}
+	p.elems = append(p.elems, e)
 	return nil
 }
 

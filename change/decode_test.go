@@ -519,3 +519,65 @@ func TestFormatErrors(t *testing.T) {
 		t.Error("FormatOID(bad Array) = nil error, want an error")
 	}
 }
+
+func BenchmarkDecode(b *testing.B) {
+	cases := []struct {
+		name string
+		oid  uint32
+		text string
+	}{
+		{"int4", OIDInt4, "123456"},
+		{"float8", OIDFloat8, "3.141592653589793"},
+		{"numeric", OIDNumeric, "12345678901234.5678"},
+		{"text", OIDText, "a short text value"},
+		{"uuid", OIDUUID, "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"},
+		{"timestamptz", OIDTimestamptz, "2024-01-02 03:04:05.123456+00"},
+		{"date", OIDDate, "2024-01-02"},
+		{"interval", OIDInterval, "1 year 2 mons 3 days 04:05:06.789"},
+		{"int4[]", OIDInt4Array, "{1,2,3,4,5,6,7,8}"},
+		{"text[]", OIDTextArray, `{a,"b c",NULL,"d\"e"}`},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			v := TextValue(c.text)
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if _, err := DecodeOID(c.oid, v, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestDecodeDoesNotAlias checks decoded values do not share memory with
+// the Value's Data, which the reader may reuse.
+func TestDecodeDoesNotAlias(t *testing.T) {
+	r := mapResolver{50000: {Name: "mood", Kind: KindEnum}}
+	tests := []struct {
+		oid  uint32
+		in   string
+		want string
+	}{
+		{OIDText, "hello", "hello"},
+		{OIDChar, "x", "x"},
+		{OIDJSON, `{"a":1}`, `{"a":1}`},
+		{OIDInet, "10.0.0.1", "10.0.0.1"},
+		{50000, "happy", "happy"},
+		{OIDTextArray, `{abc,"d e",NULL,"f\"g"}`, `{abc,"d e",NULL,"f\"g"}`},
+		{OIDBytea, `\x6869`, `\x6869`},
+	}
+	for _, tt := range tests {
+		data := []byte(tt.in)
+		v, err := DecodeOID(tt.oid, Value{Kind: Text, Data: data}, r)
+		if err != nil {
+			t.Fatalf("DecodeOID(%q): %v", tt.in, err)
+		}
+		for i := range data {
+			data[i] = '#'
+		}
+		if got, err := FormatOID(tt.oid, v, r); err != nil || got != tt.want {
+			t.Errorf("after reusing the input, DecodeOID(%q) prints %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
