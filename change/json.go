@@ -110,7 +110,7 @@ func appendChangeJSON(dst []byte, c *Change) []byte {
 		if c.Op == OpDelete {
 			keyRow = c.Old
 		}
-		if c.Rel != nil && hasKey(c.Rel) && keyRow != nil {
+		if c.Rel != nil && hasKeyValue(c.Rel, keyRow) {
 			dst = append(dst, `,"key":`...)
 			dst = appendRowJSON(dst, c.Rel, keyRow, true)
 		}
@@ -157,9 +157,10 @@ func appendChangeJSON(dst []byte, c *Change) []byte {
 	return append(dst, '}')
 }
 
-func hasKey(r *Relation) bool {
-	for i := range r.Columns {
-		if r.Columns[i].Key {
+// hasKeyValue reports whether row holds a value for a key column of r.
+func hasKeyValue(r *Relation, row Row) bool {
+	for i := range row {
+		if i < len(r.Columns) && r.Columns[i].Key && row[i].Kind != Absent {
 			return true
 		}
 	}
