@@ -179,13 +179,19 @@ func (d *Decoder) Decode(msg []byte, walStart change.LSN) error {
 		// The caller did not drain Next: finish the streamed transaction
 		// now so events and relation shapes keep stream order.
 		for d.replay != nil {
-			ev, err := d.Next()
-			if err != nil {
-				return err
+			ev, err := d.replay.next()
+			if err != nil || ev == nil {
+				cerr := d.replay.close()
+				d.replay = nil
+				if err == nil {
+					err = cerr
+				}
+				if err != nil {
+					return err
+				}
+				break
 			}
-			if ev != nil {
-				d.emit(ev)
-			}
+			d.emit(ev)
 		}
 	}
 	if len(msg) == 0 {

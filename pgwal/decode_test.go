@@ -410,3 +410,42 @@ func TestDecodeErrors(t *testing.T) {
 		})
 	}
 }
+
+// A caller that does not drain Next before the next Decode still gets
+// every event, in order.
+func TestDecodeUndrained(t *testing.T) {
+	s := enc{stream: true, xid: 700}
+	e := enc{}
+	d := NewDecoder(DecoderOptions{ProtoVersion: 2, FragmentChanges: 1, SpillDir: t.TempDir()})
+	defer d.Close()
+	msgs := [][]byte{
+		e.message(false, 0x90, "app", "first"),
+		encStreamStart(700, true), s.relation(relT), s.insert(16384, cols(txt("1"), null(), null())), s.insert(16384, cols(txt("2"), null(), null())), encStreamStop(),
+		encStreamCommit(700, 0x300, 0x308, ts2),
+		e.message(false, 0x400, "app", "last"),
+	}
+	for i, m := range msgs {
+		if err := d.Decode(m, change.LSN(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var evs []change.Event
+	for {
+		ev, err := d.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev == nil {
+			break
+		}
+		evs = append(evs, ev)
+	}
+	want := "txn xid=0 commit=0/90 end=0/0 time=- frag=0 last\n" + `  message lsn=0/90 transactional=false prefix="app" content="first"` + "\n" +
+		"txn xid=700 commit=0/300 end=0/308 time=2026-01-02T03:04:06Z frag=0\n" + relTLine +
+		"txn xid=700 commit=0/300 end=0/308 time=2026-01-02T03:04:06Z frag=1\n" + `  insert public.t new=("1",NULL,NULL)` + "\n" +
+		"txn xid=700 commit=0/300 end=0/308 time=2026-01-02T03:04:06Z frag=2 last\n" + `  insert public.t new=("2",NULL,NULL)` + "\n" +
+		"txn xid=0 commit=0/400 end=0/0 time=- frag=0 last\n" + `  message lsn=0/400 transactional=false prefix="app" content="last"` + "\n"
+	if got := render(evs); got != want {
+		t.Errorf("events:\n%s\nwant:\n%s", got, want)
+	}
+}
