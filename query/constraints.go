@@ -206,7 +206,8 @@ func (dv *deriver) derive(e *expr, neg bool) derived {
 		}
 		return all
 	}
-	if e.l.col == nil && (e.op != opCmp || e.r.col == nil) {
+	emptyArray := (e.op == opIn && !e.null || e.op == opAnyAll) && len(e.vals) == 0
+	if emptyArray || e.l.col == nil && (e.op != opCmp || e.r.col == nil) {
 		// Constants only: decided without a row.
 		t := e.eval(nil)
 		if neg {

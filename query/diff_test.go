@@ -326,6 +326,13 @@ func TestEvalDifferential(t *testing.T) {
 				t.Errorf("seed %d: %s\n  binds %q\n  row id=%v: Eval = %v, want %v (row %v)", seed, sql, bindTexts(g.binds), row[0][0], got, want, fmtRow(row))
 				break
 			}
+			if want == True {
+				if c, ok := violated(p, row); !ok {
+					t.Errorf("seed %d: %s\n  binds %q\n  row id=%v is kept but violates constraint %s %s", seed, sql, bindTexts(g.binds), row[0][0],
+						p.Sources[0].Columns[c.Column].Name, describeConstraint(c))
+					break
+				}
+			}
 		}
 		if t.Failed() && accepted > 20 {
 			break
@@ -423,4 +430,66 @@ func TestOrderDifferential(t *testing.T) {
 			}
 		}
 	}
+}
+
+// violated checks a kept row against every source's routing constraints:
+// it returns the first one the row breaks.
+func violated(p *Plan, row Row) (Constraint, bool) {
+	for i, s := range p.Sources {
+		if row[i] == nil {
+			continue
+		}
+		for _, c := range s.Constraints {
+			if !satisfies(s.Columns[c.Column].TypeOID, c, row[i][c.Column]) {
+				return c, false
+			}
+		}
+	}
+	return Constraint{}, true
+}
+
+// satisfies is how the engine reads a constraint: value sets by AppendKey,
+// ranges by CompareValues.
+func satisfies(oid uint32, c Constraint, v any) bool {
+	switch c.Kind {
+	case ConstraintIn:
+		if v == nil {
+			return c.Null
+		}
+		k := string(AppendKey(nil, oid, v))
+		for _, x := range c.Values {
+			if string(AppendKey(nil, oid, x)) == k {
+				return true
+			}
+		}
+		return false
+	case ConstraintNotIn:
+		if v == nil {
+			return false
+		}
+		k := string(AppendKey(nil, oid, v))
+		for _, x := range c.Values {
+			if string(AppendKey(nil, oid, x)) == k {
+				return false
+			}
+		}
+		return true
+	}
+	if v == nil {
+		return false
+	}
+	for _, r := range c.Ranges {
+		if r.Low != nil {
+			if cmp := CompareValues(oid, v, r.Low); cmp < 0 || cmp == 0 && !r.LowInc {
+				continue
+			}
+		}
+		if r.High != nil {
+			if cmp := CompareValues(oid, v, r.High); cmp > 0 || cmp == 0 && !r.HighInc {
+				continue
+			}
+		}
+		return true
+	}
+	return false
 }
