@@ -19,6 +19,7 @@ import (
 type outputFile struct {
 	f    *os.File
 	path string
+	torn int64 // bytes of a torn last line cut away by openOutput
 }
 
 // openOutput opens path for appending (creating it if needed), truncates a
@@ -40,7 +41,8 @@ func openOutput(path string) (*outputFile, change.LSN, error) {
 		f.Close()
 		return nil, 0, fmt.Errorf("stat output file: %w", err)
 	}
-	if end != st.Size() {
+	torn := st.Size() - end
+	if torn > 0 {
 		// A torn line: the transaction it began was never acknowledged,
 		// so the slot sends it again.
 		if err := f.Truncate(end); err != nil {
@@ -56,7 +58,7 @@ func openOutput(path string) (*outputFile, change.LSN, error) {
 		f.Close()
 		return nil, 0, fmt.Errorf("seek output file: %w", err)
 	}
-	return &outputFile{f: f, path: path}, lsn, nil
+	return &outputFile{f: f, path: path, torn: torn}, lsn, nil
 }
 
 // Write implements io.Writer.

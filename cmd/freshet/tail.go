@@ -180,6 +180,9 @@ func (m *Main) tail(ctx context.Context, cfg *tailConfig) error {
 		}
 		defer f.Close()
 		out, t.sync = f, f.Sync
+		if f.torn > 0 {
+			logger.Info("cut a torn last line (a transaction an earlier run did not finish writing; it was never acknowledged, so it comes again)", "file", cfg.Output, "bytes", f.torn)
+		}
 		if last > 0 {
 			// Resume strictly after the file's last transaction. The slot
 			// never confirmed past it (we ack only after fsync), so
