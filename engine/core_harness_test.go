@@ -1,0 +1,708 @@
+package engine
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/freshetdb/freshet/change"
+	"github.com/freshetdb/freshet/query"
+)
+
+// fakeCatalog describes tables for query.Compile. It is not PostgreSQL: it
+// only says what shape the tables have.
+type fakeCatalog struct {
+	tables map[string]*query.Table
+}
+
+func (c *fakeCatalog) Table(_ context.Context, schema, name string) (*query.Table, error) {
+	if t, ok := c.tables[schema+"."+name]; ok {
+		return t, nil
+	}
+	return nil, fmt.Errorf("table %s.%s: %w", schema, name, query.ErrNoTable)
+}
+
+var typeOIDs = map[string]uint32{
+	"int2": change.OIDInt2, "int4": change.OIDInt4, "int8": change.OIDInt8, "text": change.OIDText,
+	"varchar": change.OIDVarchar, "bool": change.OIDBool, "numeric": change.OIDNumeric,
+	"float8": change.OIDFloat8, "date": change.OIDDate, "timestamptz": change.OIDTimestamptz,
+	"jsonb": change.OIDJSONB,
+}
+
+var cCollation = query.Collation{OID: 950, Name: "C", Provider: 'c', Collate: "C", Deterministic: true}
+
+// hrow is a row of the harness's database: text values (nil: NULL) in
+// the table's column order.
+type hrow []*string
+
+// htable is a table of the harness's database.
+type htable struct {
+	name string
+	rel  *change.Relation
+	cat  *query.Table
+}
+
+// htxn is a committed transaction of the harness's database.
+type htxn struct {
+	xid     uint32
+	lsn     change.LSN
+	changes []change.Change
+}
+
+// harness drives a Core against an in-memory database whose every state
+// (at any snapshot) it can compute, and checks each live subscription's
+// result, as rebuilt from the outputs, against the query evaluated over
+// the database by brute force.
+type harness struct {
+	t       testing.TB
+	cat     *fakeCatalog
+	core    *Core
+	tables  map[string]*htable
+	byOID   map[uint32]*htable
+	history []htxn
+	pending []change.Change // the transaction being written
+	nextOID uint32
+	nextXID uint32
+	lsn     change.LSN
+
+	plans   map[SubID]*query.Plan
+	models  map[SubID]*model
+	reads   map[ReadID]ReadRequest
+	readIDs []ReadID
+	keyName map[string]string
+	check   bool
+	out     strings.Builder
+}
+
+// model is what a subscriber has been told.
+type model struct {
+	mode     Mode
+	accepted bool
+	gone     bool
+	rows     []ResultRow
+	count    int64
+}
+
+func newHarness(t testing.TB, opts CoreOptions) *harness {
+	return &harness{
+		t: t, cat: &fakeCatalog{tables: map[string]*query.Table{}}, core: NewCore(opts),
+		tables: map[string]*htable{}, byOID: map[uint32]*htable{}, nextOID: 16384, nextXID: 700,
+		plans: map[SubID]*query.Plan{}, models: map[SubID]*model{}, reads: map[ReadID]ReadRequest{},
+		keyName: map[string]string{}, check: true,
+	}
+}
+
+// createTable adds a table: each column "name type [pk]".
+func (h *harness) createTable(name string, cols []string) {
+	h.nextOID++
+	qt := &query.Table{OID: h.nextOID, Schema: "public", Name: name}
+	rel := &change.Relation{OID: h.nextOID, Schema: "public", Table: name, ReplicaIdentity: 'd'}
+	for _, c := range cols {
+		f := strings.Fields(c)
+		oid, ok := typeOIDs[f[1]]
+		if !ok {
+			h.t.Fatalf("unknown type %q", f[1])
+		}
+		typ, _ := change.BuiltinType(oid)
+		col := query.Column{Name: f[0], TypeOID: oid, DeclaredOID: oid, TypeMod: -1, Type: typ}
+		if oid == change.OIDText || oid == change.OIDVarchar {
+			col.Collation = cCollation
+		}
+		pk := len(f) > 2 && f[2] == "pk"
+		if pk {
+			qt.PrimaryKey = append(qt.PrimaryKey, f[0])
+			col.NotNull = true
+		}
+		qt.Columns = append(qt.Columns, col)
+		rel.Columns = append(rel.Columns, change.Column{Name: f[0], TypeOID: oid, TypeMod: -1, Key: pk})
+	}
+	ht := &htable{name: name, rel: rel, cat: qt}
+	h.tables[name] = ht
+	h.byOID[qt.OID] = ht
+	h.cat.tables["public."+name] = qt
+}
+
+func (h *harness) compile(sql string, binds []query.Bind) (*query.Plan, *query.Refusal) {
+	opts := query.DefaultOptions()
+	opts.Catalog = h.cat
+	p, r, err := query.Compile(context.Background(), sql, binds, opts)
+	if err != nil {
+		h.t.Fatalf("compile %q: %v", sql, err)
+	}
+	return p, r
+}
+
+func (h *harness) subscribe(id SubID, sql string, mode Mode) {
+	p, r := h.compile(sql, nil)
+	if r != nil {
+		h.t.Fatalf("compile %q: refused: %v", sql, r)
+	}
+	h.plans[id] = p
+	h.models[id] = &model{mode: mode}
+	h.core.Subscribe(id, p, mode)
+	h.collect()
+}
+
+func (h *harness) unsubscribe(id SubID) {
+	h.core.Unsubscribe(id)
+	if m := h.models[id]; m != nil {
+		m.gone = true
+	}
+	h.collect()
+}
+
+// key of a row of ht, as the core encodes it.
+func (h *harness) rowKey(ht *htable, r hrow) string {
+	var b []byte
+	for _, k := range ht.cat.PrimaryKey {
+		col, i := ht.cat.Column(k)
+		b = query.AppendKey(b, col.TypeOID, h.decode(col, r[i]))
+	}
+	return string(b)
+}
+
+func (h *harness) decode(col *query.Column, s *string) any {
+	if s == nil {
+		return nil
+	}
+	v, err := change.Decode(col.Type, change.TextValue(*s), nil)
+	if err != nil {
+		h.t.Fatalf("decode %q as %s: %v", *s, col.Type.Name, err)
+	}
+	return v
+}
+
+// state returns the database as a snapshot sees it: per table, rows by key.
+func (h *harness) state(visible func(htxn) bool) map[string]map[string]hrow {
+	st := map[string]map[string]hrow{}
+	for name := range h.tables {
+		st[name] = map[string]hrow{}
+	}
+	for _, tx := range h.history {
+		if !visible(tx) {
+			continue
+		}
+		for _, ch := range tx.changes {
+			h.applyTo(st, ch)
+		}
+	}
+	return st
+}
+
+func toH(r change.Row) hrow {
+	out := make(hrow, len(r))
+	for i, v := range r {
+		if v.Kind == change.Text {
+			s := string(v.Data)
+			out[i] = &s
+		}
+	}
+	return out
+}
+
+func (h *harness) applyTo(st map[string]map[string]hrow, ch change.Change) {
+	switch ch.Op {
+	case change.OpTruncate:
+		for _, rel := range ch.Truncate.Rels {
+			st[h.byOID[rel.OID].name] = map[string]hrow{}
+		}
+		return
+	case change.OpInsert, change.OpUpdate, change.OpDelete:
+	default:
+		return
+	}
+	ht := h.byOID[ch.Rel.OID]
+	rows := st[ht.name]
+	var old hrow
+	if ch.Old != nil {
+		k := h.rowKey(ht, toH(ch.Old))
+		old = rows[k]
+		delete(rows, k)
+	}
+	if ch.Op == change.OpDelete {
+		return
+	}
+	nr := toH(ch.New)
+	if old == nil {
+		k := h.rowKey(ht, nr)
+		old = rows[k]
+	}
+	for i, v := range ch.New {
+		if v.Kind == change.Unchanged {
+			nr[i] = old[i]
+		}
+	}
+	k := h.rowKey(ht, nr)
+	rows[k] = nr
+	h.keyName[k] = h.fmtKey(ht, nr)
+}
+
+func (h *harness) fmtKey(ht *htable, r hrow) string {
+	var parts []string
+	for _, k := range ht.cat.PrimaryKey {
+		_, i := ht.cat.Column(k)
+		parts = append(parts, deref(r[i]))
+	}
+	return strings.Join(parts, ",")
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "NULL"
+	}
+	return *s
+}
+
+// qrow builds a source's values of a plan's row from a database row.
+func (h *harness) srcVals(src *query.Source, ht *htable, r hrow) []any {
+	out := make([]any, len(src.Columns))
+	for j, c := range src.Columns {
+		_, i := ht.cat.Column(c.Name)
+		out[j] = h.decode(&src.Columns[j], r[i])
+	}
+	return out
+}
+
+// joined enumerates the joined rows of a plan over a database state (before
+// the filter), with their keys.
+func (h *harness) joined(p *query.Plan, st map[string]map[string]hrow) ([]query.Row, []string) {
+	var rows []query.Row
+	var keys []string
+	var rec func(i int, cur query.Row, key string)
+	rec = func(i int, cur query.Row, key string) {
+		if i == len(p.Sources) {
+			rows = append(rows, slices.Clone(cur))
+			keys = append(keys, key)
+			return
+		}
+		src := p.Sources[i]
+		ht := h.tables[src.Table.Name]
+		tkeys := make([]string, 0, len(st[ht.name]))
+		for k := range st[ht.name] {
+			tkeys = append(tkeys, k)
+		}
+		slices.Sort(tkeys)
+		found := false
+		for _, k := range tkeys {
+			vals := h.srcVals(src, ht, st[ht.name][k])
+			ok := true
+			for _, on := range src.On {
+				a, b := vals[on.Column], cur[on.Other]
+				if b == nil || a == nil || b[on.OtherColumn] == nil {
+					ok = false
+					break
+				}
+				oa := query.AppendKey(nil, src.Columns[on.Column].TypeOID, a)
+				ob := query.AppendKey(nil, p.Sources[on.Other].Columns[on.OtherColumn].TypeOID, b[on.OtherColumn])
+				if string(oa) != string(ob) {
+					ok = false
+					break
+				}
+			}
+			if !ok {
+				continue
+			}
+			found = true
+			cur[i] = vals
+			rec(i+1, cur, key+k)
+			cur[i] = nil
+		}
+		if !found && src.Join == query.JoinLeft {
+			nk := ""
+			for j := 0; j < src.KeyN; j++ {
+				nk += string(query.AppendKey(nil, 0, nil))
+			}
+			cur[i] = nil
+			rec(i+1, cur, key+nk)
+		}
+	}
+	rec(0, make(query.Row, len(p.Sources)), "")
+	return rows, keys
+}
+
+// oracle evaluates a plan over a database state by brute force.
+func (h *harness) oracle(p *query.Plan, st map[string]map[string]hrow) ([]ResultRow, int64) {
+	rows, keys := h.joined(p, st)
+	type kr struct {
+		q   query.Row
+		key string
+	}
+	var kept []kr
+	for i, r := range rows {
+		if p.Eval(r) == query.True {
+			kept = append(kept, kr{r, keys[i]})
+		}
+	}
+	if p.Count {
+		return nil, int64(len(kept))
+	}
+	sort.SliceStable(kept, func(i, j int) bool {
+		if c := p.CompareWindow(kept[i].q, kept[j].q); c != 0 {
+			return c < 0
+		}
+		return kept[i].key < kept[j].key
+	})
+	ordered := len(p.Order) > 0 || p.Limit >= 0 || p.Offset > 0
+	if ordered {
+		lo := min(int(p.Offset), len(kept))
+		kept = kept[lo:]
+		if p.Limit >= 0 && int(p.Limit) < len(kept) {
+			kept = kept[:p.Limit]
+		}
+	}
+	var out []ResultRow
+	for _, k := range kept {
+		out = append(out, ResultRow{Key: Key(k.key), Values: p.Project(k.q)})
+	}
+	if !ordered {
+		slices.SortFunc(out, func(a, b ResultRow) int { return strings.Compare(string(a.Key), string(b.Key)) })
+	}
+	return out, 0
+}
+
+// collect takes the core's Ready, records it and applies outputs to the
+// subscribers' models.
+func (h *harness) collect() {
+	rd := h.core.Ready()
+	for _, r := range rd.Reads {
+		h.reads[r.ID] = r
+		h.readIDs = append(h.readIDs, r.ID)
+		fmt.Fprintf(&h.out, "read %d sources=%v want=%d\n", r.ID, r.Sources, r.Want)
+	}
+	for _, o := range rd.Outputs {
+		h.out.WriteString(h.fmtOutput(o))
+		h.out.WriteByte('\n')
+		m := h.models[o.Sub]
+		if m == nil {
+			h.t.Fatalf("output for unknown sub %d", o.Sub)
+		}
+		if m.gone {
+			h.t.Errorf("output %v for sub %d after it was gone", o.Kind, o.Sub)
+		}
+		switch o.Kind {
+		case OutputAccepted:
+			if m.accepted {
+				h.t.Errorf("sub %d accepted twice", o.Sub)
+			}
+			m.accepted = true
+			m.rows = slices.Clone(o.Rows)
+			m.count = o.Count
+		case OutputDelta:
+			if !m.accepted {
+				h.t.Errorf("delta for sub %d before accepted", o.Sub)
+			}
+			m.count = o.Count
+			for _, k := range o.Removed {
+				i := slices.IndexFunc(m.rows, func(r ResultRow) bool { return r.Key == k })
+				if i < 0 {
+					h.t.Errorf("sub %d: delta removes %s, not in the result", o.Sub, h.fmtKeyB(k))
+					continue
+				}
+				m.rows = slices.Delete(m.rows, i, i+1)
+			}
+			for _, r := range o.Rows {
+				i := slices.IndexFunc(m.rows, func(x ResultRow) bool { return x.Key == r.Key })
+				if i < 0 {
+					m.rows = append(m.rows, r)
+				} else {
+					m.rows[i] = r
+				}
+			}
+			if o.Order != nil {
+				by := map[Key]ResultRow{}
+				for _, r := range m.rows {
+					by[r.Key] = r
+				}
+				m.rows = m.rows[:0]
+				for _, k := range o.Order {
+					r, ok := by[k]
+					if !ok {
+						h.t.Errorf("sub %d: order names %s, not in the result", o.Sub, h.fmtKeyB(k))
+					}
+					m.rows = append(m.rows, r)
+				}
+				if len(by) != len(o.Order) {
+					h.t.Errorf("sub %d: order has %d keys, result %d rows", o.Sub, len(o.Order), len(by))
+				}
+			} else {
+				slices.SortFunc(m.rows, func(a, b ResultRow) int { return strings.Compare(string(a.Key), string(b.Key)) })
+			}
+		case OutputRefused, OutputEnded:
+			m.gone = true
+		}
+	}
+	if h.check {
+		h.verify()
+	}
+}
+
+// verify compares every live subscription's model with the oracle at the
+// core's position.
+func (h *harness) verify() {
+	if h.core.st.inTxn {
+		return
+	}
+	st := h.state(func(htxn) bool { return true })
+	for id, m := range h.models {
+		if m.gone || !m.accepted || m.mode != ModeRows {
+			continue
+		}
+		sb := h.core.st.subs[id]
+		if sb == nil || sb.v.status != viewLive {
+			continue
+		}
+		p := h.plans[id]
+		want, count := h.oracle(p, st)
+		if p.Count {
+			if m.count != count {
+				h.t.Errorf("sub %d at %v: count = %d, want %d", id, h.core.Position(), m.count, count)
+			}
+			continue
+		}
+		got := h.fmtRows(m.rows)
+		if w := h.fmtRows(want); got != w {
+			h.t.Errorf("sub %d (%s) at %v:\n got %s\nwant %s", id, p.SQL, h.core.Position(), got, w)
+		}
+	}
+}
+
+func (h *harness) fmtKeyB(k Key) string {
+	if n, ok := h.keyName[string(k)]; ok {
+		return n
+	}
+	return hex.EncodeToString([]byte(k))
+}
+
+func fmtVal(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "NULL"
+	case string:
+		return strconv.Quote(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	}
+	s, err := change.FormatOID(0, v, nil)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return s
+}
+
+func (h *harness) fmtRow(r ResultRow) string {
+	var parts []string
+	for _, v := range r.Values {
+		parts = append(parts, fmtVal(v))
+	}
+	return "(" + strings.Join(parts, ",") + ")"
+}
+
+func (h *harness) fmtRows(rs []ResultRow) string {
+	var parts []string
+	for _, r := range rs {
+		parts = append(parts, h.fmtRow(r))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+func (h *harness) fmtOutput(o Output) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sub %d %s", o.Sub, o.Kind)
+	switch o.Kind {
+	case OutputAccepted:
+		fmt.Fprintf(&b, " @%v", o.LSN)
+		if h.plans[o.Sub] != nil && h.plans[o.Sub].Count {
+			fmt.Fprintf(&b, " count=%d", o.Count)
+		} else if o.Columns != nil {
+			b.WriteString(" " + h.fmtRows(o.Rows))
+		}
+	case OutputDelta:
+		fmt.Fprintf(&b, " @%v", o.LSN)
+		if h.plans[o.Sub] != nil && h.plans[o.Sub].Count {
+			fmt.Fprintf(&b, " count=%d", o.Count)
+		}
+		for _, r := range o.Rows {
+			b.WriteString(" +" + h.fmtRow(r))
+		}
+		for _, k := range o.Removed {
+			b.WriteString(" -" + h.fmtKeyB(k))
+		}
+		if o.Order != nil {
+			var ks []string
+			for _, k := range o.Order {
+				ks = append(ks, h.fmtKeyB(k))
+			}
+			b.WriteString(" order=" + strings.Join(ks, ";"))
+		}
+	case OutputTouched:
+		fmt.Fprintf(&b, " @%v", o.LSN)
+	default:
+		fmt.Fprintf(&b, " retryable=%v: %s", o.Retryable, o.Reason)
+	}
+	return b.String()
+}
+
+// --- writing transactions ---
+
+func txt(s string) change.Value { return change.TextValue(s) }
+
+// vals turns words into a row of ht: "null" is NULL, "@u" unchanged TOAST.
+func (h *harness) vals(ht *htable, words []string) change.Row {
+	if len(words) != len(ht.rel.Columns) {
+		h.t.Fatalf("table %s has %d columns, got %d values %q", ht.name, len(ht.rel.Columns), len(words), words)
+	}
+	r := make(change.Row, len(words))
+	for i, w := range words {
+		switch w {
+		case "null":
+			r[i] = change.Value{Kind: change.Null}
+		case "@u":
+			r[i] = change.Value{Kind: change.Unchanged}
+		default:
+			r[i] = txt(w)
+		}
+	}
+	return r
+}
+
+// keyRow is an old tuple holding only the key columns.
+func (h *harness) keyRow(ht *htable, key []string) change.Row {
+	r := make(change.Row, len(ht.rel.Columns))
+	j := 0
+	for i, c := range ht.rel.Columns {
+		if c.Key {
+			r[i] = txt(key[j])
+			j++
+		}
+	}
+	return r
+}
+
+func (h *harness) insert(table string, words ...string) {
+	ht := h.tables[table]
+	h.pending = append(h.pending, change.Change{Op: change.OpInsert, Rel: ht.rel, New: h.vals(ht, words)})
+}
+
+// update writes an update; oldKey (nil: the key did not change) is the
+// old key's values.
+func (h *harness) update(table string, oldKey []string, words ...string) {
+	ht := h.tables[table]
+	ch := change.Change{Op: change.OpUpdate, Rel: ht.rel, New: h.vals(ht, words)}
+	if oldKey != nil {
+		ch.Old = h.keyRow(ht, oldKey)
+	}
+	h.pending = append(h.pending, ch)
+}
+
+func (h *harness) delete(table string, key ...string) {
+	ht := h.tables[table]
+	h.pending = append(h.pending, change.Change{Op: change.OpDelete, Rel: ht.rel, Old: h.keyRow(ht, key)})
+}
+
+func (h *harness) truncate(tables ...string) {
+	tr := &change.Truncate{}
+	for _, t := range tables {
+		tr.Rels = append(tr.Rels, h.tables[t].rel)
+	}
+	h.pending = append(h.pending, change.Change{Op: change.OpTruncate, Truncate: tr})
+}
+
+// commit commits the pending changes as one transaction (in fragments of
+// at most frag changes when frag > 0) and feeds it to the core.
+func (h *harness) commit(frag int) change.LSN {
+	h.nextXID++
+	h.lsn += 0x10
+	tx := htxn{xid: h.nextXID, lsn: h.lsn, changes: h.pending}
+	h.pending = nil
+	h.history = append(h.history, tx)
+	n := len(tx.changes)
+	if frag <= 0 {
+		frag = max(n, 1)
+	}
+	for i := 0; i == 0 || i < n; i += frag {
+		end := min(i+frag, n)
+		h.core.Apply(&change.Txn{XID: tx.xid, CommitLSN: tx.lsn, Fragment: i / frag, Last: end == n, Changes: tx.changes[i:end]})
+		if end < n {
+			h.collect()
+		}
+	}
+	h.collect()
+	return tx.lsn
+}
+
+// answer runs a pending read against the database as seen at lsn with the
+// given transactions still in progress, and delivers it.
+func (h *harness) answer(id ReadID, at change.LSN, inProgress ...uint32) {
+	req, ok := h.reads[id]
+	if !ok {
+		h.t.Fatalf("no read %d", id)
+	}
+	delete(h.reads, id)
+	h.readIDs = slices.DeleteFunc(h.readIDs, func(x ReadID) bool { return x == id })
+	snap := Snapshot{LSN: at, Xmax: uint64(h.nextXID) + 1}
+	visible := func(tx htxn) bool {
+		return tx.lsn < at && !slices.Contains(inProgress, tx.xid)
+	}
+	for _, tx := range h.history {
+		if !visible(tx) {
+			snap.Xip = append(snap.Xip, uint64(tx.xid))
+		}
+	}
+	slices.Sort(snap.Xip)
+	snap.Xmin = snap.Xmax
+	if len(snap.Xip) > 0 {
+		snap.Xmin = snap.Xip[0]
+	}
+	st := h.state(visible)
+	p := req.Plan
+	var rows []query.Row
+	if len(req.Sources) == 1 && len(p.Sources) > 1 {
+		// One source of a join: every row of its table (a superset of
+		// what the core asked for; the core filters).
+		si := req.Sources[0]
+		src := p.Sources[si]
+		ht := h.tables[src.Table.Name]
+		keys := make([]string, 0)
+		for k := range st[ht.name] {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			r := make(query.Row, len(p.Sources))
+			r[si] = h.srcVals(src, ht, st[ht.name][k])
+			rows = append(rows, r)
+		}
+	} else {
+		jr, _ := h.joined(p, st)
+		var kept []query.Row
+		for _, r := range jr {
+			if p.Eval(r) == query.True {
+				kept = append(kept, r)
+			}
+		}
+		if len(p.Order) > 0 || p.Limit >= 0 || p.Offset > 0 {
+			sort.SliceStable(kept, func(i, j int) bool { return p.CompareWindow(kept[i], kept[j]) < 0 })
+		}
+		if req.Want > 0 && int64(len(kept)) > req.Want {
+			kept = kept[:req.Want]
+		}
+		rows = kept
+	}
+	complete := req.Want == 0 || int64(len(rows)) < req.Want
+	h.core.ReadDone(id, snap, rows, complete, nil)
+	h.collect()
+}
+
+// answerAll answers every pending read at the current position.
+func (h *harness) answerAll() {
+	for len(h.readIDs) > 0 {
+		h.answer(h.readIDs[0], h.lsn+1)
+	}
+	h.core.Advance(h.lsn + 1)
+	h.collect()
+}

@@ -1,0 +1,354 @@
+package engine
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/freshetdb/freshet/query"
+)
+
+// route finds the view sources of one table a changed row can affect. Each
+// view source registers once, under the most selective of its source's
+// constraints (all of them hold for every row that can affect the view, so
+// one suffices; the view's filter decides exactly):
+//
+//   - IN / = : a hash index from query.AppendKey(value) to view sources,
+//     plus a list for IS NULL;
+//   - ranges: an interval index (intervals sorted by low bound with a
+//     running maximum of high bounds: a stabbing query walks back only
+//     while an earlier interval can still reach the value);
+//   - NOT IN / <>: every such view source, minus those excluding the value
+//     (found through a hash index);
+//   - unconstrained: a per-table set.
+//
+// A lookup costs a hash probe per indexed column plus the view sources it
+// returns, whatever the number registered.
+type route struct {
+	all map[*viewSource]struct{}
+	eq  map[int]*eqIndex
+	rng map[int]*rangeIndex
+	ne  map[int]*notInIndex
+	reg map[*viewSource]registration
+	buf []byte
+}
+
+type registration struct {
+	kind query.ConstraintKind // 0: unconstrained
+	col  int                  // layout position
+	c    query.Constraint
+}
+
+type eqIndex struct {
+	oid   uint32
+	byKey map[string][]*viewSource
+	null  []*viewSource
+}
+
+type rangeEntry struct {
+	r  query.Range
+	vs *viewSource
+}
+
+type rangeIndex struct {
+	oid     uint32
+	entries []rangeEntry
+	maxHigh []int // index of the entry with the greatest high bound among entries[:i+1]
+	sorted  bool
+}
+
+type notInIndex struct {
+	oid  uint32
+	all  map[*viewSource]struct{}
+	excl map[string][]*viewSource
+}
+
+func (rt *route) init() {
+	rt.all = make(map[*viewSource]struct{})
+	rt.eq = make(map[int]*eqIndex)
+	rt.rng = make(map[int]*rangeIndex)
+	rt.ne = make(map[int]*notInIndex)
+	rt.reg = make(map[*viewSource]registration)
+}
+
+// choose picks the constraint a view source registers under: IN with the
+// fewest values, else a range, else NOT IN, else none.
+func choose(cs []query.Constraint) (query.Constraint, bool) {
+	best, found := query.Constraint{}, false
+	rank := func(c query.Constraint) int {
+		switch c.Kind {
+		case query.ConstraintIn:
+			return 0
+		case query.ConstraintRange:
+			return 1
+		}
+		return 2
+	}
+	for _, c := range cs {
+		if c.Kind != query.ConstraintIn && c.Kind != query.ConstraintRange && c.Kind != query.ConstraintNotIn {
+			continue
+		}
+		if !found || rank(c) < rank(best) || (c.Kind == query.ConstraintIn && best.Kind == c.Kind && len(c.Values) < len(best.Values)) {
+			best, found = c, true
+		}
+	}
+	return best, found
+}
+
+// add registers vs under its source's constraints.
+func (rt *route) add(vs *viewSource) {
+	c, ok := choose(vs.src.Constraints)
+	if !ok {
+		rt.all[vs] = struct{}{}
+		rt.reg[vs] = registration{}
+		return
+	}
+	col := vs.col[c.Column]
+	oid := vs.src.Columns[c.Column].TypeOID
+	rt.reg[vs] = registration{kind: c.Kind, col: col, c: c}
+	switch c.Kind {
+	case query.ConstraintIn:
+		ix := rt.eq[col]
+		if ix == nil {
+			ix = &eqIndex{oid: oid, byKey: make(map[string][]*viewSource)}
+			rt.eq[col] = ix
+		}
+		for _, x := range c.Values {
+			k := string(query.AppendKey(nil, ix.oid, x))
+			ix.byKey[k] = append(ix.byKey[k], vs)
+		}
+		if c.Null {
+			ix.null = append(ix.null, vs)
+		}
+	case query.ConstraintRange:
+		ix := rt.rng[col]
+		if ix == nil {
+			ix = &rangeIndex{oid: oid}
+			rt.rng[col] = ix
+		}
+		for _, r := range c.Ranges {
+			ix.entries = append(ix.entries, rangeEntry{r, vs})
+		}
+		ix.sorted = false
+	case query.ConstraintNotIn:
+		ix := rt.ne[col]
+		if ix == nil {
+			ix = &notInIndex{oid: oid, all: make(map[*viewSource]struct{}), excl: make(map[string][]*viewSource)}
+			rt.ne[col] = ix
+		}
+		ix.all[vs] = struct{}{}
+		for _, x := range c.Values {
+			k := string(query.AppendKey(nil, ix.oid, x))
+			ix.excl[k] = append(ix.excl[k], vs)
+		}
+	}
+}
+
+func without(list []*viewSource, vs *viewSource) []*viewSource {
+	for i, x := range list {
+		if x == vs {
+			return slices.Delete(list, i, i+1)
+		}
+	}
+	return list
+}
+
+// remove unregisters vs.
+func (rt *route) remove(vs *viewSource) {
+	reg, ok := rt.reg[vs]
+	if !ok {
+		return
+	}
+	delete(rt.reg, vs)
+	switch reg.kind {
+	case 0:
+		delete(rt.all, vs)
+	case query.ConstraintIn:
+		ix := rt.eq[reg.col]
+		for _, x := range reg.c.Values {
+			k := string(query.AppendKey(nil, ix.oid, x))
+			if l := without(ix.byKey[k], vs); len(l) == 0 {
+				delete(ix.byKey, k)
+			} else {
+				ix.byKey[k] = l
+			}
+		}
+		if reg.c.Null {
+			ix.null = without(ix.null, vs)
+		}
+	case query.ConstraintRange:
+		ix := rt.rng[reg.col]
+		ix.entries = slices.DeleteFunc(ix.entries, func(e rangeEntry) bool { return e.vs == vs })
+		ix.sorted = false
+	case query.ConstraintNotIn:
+		ix := rt.ne[reg.col]
+		delete(ix.all, vs)
+		for _, x := range reg.c.Values {
+			k := string(query.AppendKey(nil, ix.oid, x))
+			if l := without(ix.excl[k], vs); len(l) == 0 {
+				delete(ix.excl, k)
+			} else {
+				ix.excl[k] = l
+			}
+		}
+	}
+}
+
+// match calls fn for every view source a row with these layout values
+// can affect (possibly more than once for one view source).
+func (rt *route) match(vals []any, fn func(*viewSource)) {
+	for vs := range rt.all {
+		fn(vs)
+	}
+	for col, ix := range rt.eq {
+		v := valAt(vals, col)
+		if isUnloaded(v) {
+			for _, l := range ix.byKey {
+				for _, vs := range l {
+					fn(vs)
+				}
+			}
+			for _, vs := range ix.null {
+				fn(vs)
+			}
+			continue
+		}
+		if v == nil {
+			for _, vs := range ix.null {
+				fn(vs)
+			}
+			continue
+		}
+		rt.buf = query.AppendKey(rt.buf[:0], ix.oid, v)
+		for _, vs := range ix.byKey[string(rt.buf)] {
+			fn(vs)
+		}
+	}
+	for col, ix := range rt.rng {
+		ix.stab(valAt(vals, col), fn)
+	}
+	for col, ix := range rt.ne {
+		v := valAt(vals, col)
+		if v == nil {
+			continue
+		}
+		var excl []*viewSource
+		if !isUnloaded(v) {
+			rt.buf = query.AppendKey(rt.buf[:0], ix.oid, v)
+			excl = ix.excl[string(rt.buf)]
+		}
+		for vs := range ix.all {
+			if !slices.Contains(excl, vs) {
+				fn(vs)
+			}
+		}
+	}
+}
+
+func valAt(vals []any, i int) any {
+	if i < len(vals) {
+		return vals[i]
+	}
+	return unloaded{}
+}
+
+// lowBefore orders ranges by low bound (unbounded first).
+func (ix *rangeIndex) lowCmp(a, b query.Range) int {
+	switch {
+	case a.Low == nil && b.Low == nil:
+		return 0
+	case a.Low == nil:
+		return -1
+	case b.Low == nil:
+		return 1
+	}
+	if c := query.CompareValues(ix.oid, a.Low, b.Low); c != 0 {
+		return c
+	}
+	switch {
+	case a.LowInc == b.LowInc:
+		return 0
+	case a.LowInc:
+		return -1
+	}
+	return 1
+}
+
+// highCmp orders ranges by high bound (unbounded last).
+func (ix *rangeIndex) highCmp(a, b query.Range) int {
+	switch {
+	case a.High == nil && b.High == nil:
+		return 0
+	case a.High == nil:
+		return 1
+	case b.High == nil:
+		return -1
+	}
+	if c := query.CompareValues(ix.oid, a.High, b.High); c != 0 {
+		return c
+	}
+	switch {
+	case a.HighInc == b.HighInc:
+		return 0
+	case a.HighInc:
+		return 1
+	}
+	return -1
+}
+
+func (ix *rangeIndex) build() {
+	slices.SortStableFunc(ix.entries, func(a, b rangeEntry) int { return ix.lowCmp(a.r, b.r) })
+	ix.maxHigh = ix.maxHigh[:0]
+	for i, e := range ix.entries {
+		m := i
+		if i > 0 && ix.highCmp(ix.entries[ix.maxHigh[i-1]].r, e.r) > 0 {
+			m = ix.maxHigh[i-1]
+		}
+		ix.maxHigh = append(ix.maxHigh, m)
+	}
+	ix.sorted = true
+}
+
+// startsBy reports whether r's low bound admits v.
+func (ix *rangeIndex) startsBy(r query.Range, v any) bool {
+	if r.Low == nil {
+		return true
+	}
+	c := query.CompareValues(ix.oid, r.Low, v)
+	return c < 0 || c == 0 && r.LowInc
+}
+
+// endsAfter reports whether r's high bound admits v.
+func (ix *rangeIndex) endsAfter(r query.Range, v any) bool {
+	if r.High == nil {
+		return true
+	}
+	c := query.CompareValues(ix.oid, v, r.High)
+	return c < 0 || c == 0 && r.HighInc
+}
+
+// stab calls fn for every entry whose range contains v (all of them when v
+// is unknown; none for NULL).
+func (ix *rangeIndex) stab(v any, fn func(*viewSource)) {
+	if v == nil {
+		return
+	}
+	if isUnloaded(v) {
+		for _, e := range ix.entries {
+			fn(e.vs)
+		}
+		return
+	}
+	if !ix.sorted {
+		ix.build()
+	}
+	// Entries [0, n) start at or before v.
+	n := sort.Search(len(ix.entries), func(i int) bool { return !ix.startsBy(ix.entries[i].r, v) })
+	for i := n - 1; i >= 0; i-- {
+		if !ix.endsAfter(ix.entries[ix.maxHigh[i]].r, v) {
+			break
+		}
+		if ix.endsAfter(ix.entries[i].r, v) {
+			fn(ix.entries[i].vs)
+		}
+	}
+}

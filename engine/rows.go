@@ -1,0 +1,221 @@
+package engine
+
+import (
+	"github.com/freshetdb/freshet/change"
+	"github.com/freshetdb/freshet/query"
+)
+
+// unloaded marks a held value the core does not know: a column no view
+// asked for when the row was loaded, or an unchanged TOASTed value of a row
+// it did not hold.
+type unloaded struct{}
+
+func isUnloaded(v any) bool { _, ok := v.(unloaded); return ok }
+
+// heldRow is one row of a table, held once however many views hold it.
+// vals is indexed by the table's layout; it is never changed in place (an
+// update installs a new slice), so a slice taken before a transaction keeps
+// describing the row as it was.
+type heldRow struct {
+	vals    []any
+	holders []*viewSource // one entry per view source holding the row
+}
+
+func (r *heldRow) val(i int) any {
+	if i < len(r.vals) {
+		return r.vals[i]
+	}
+	return unloaded{}
+}
+
+func (r *heldRow) addHolder(vs *viewSource) { r.holders = append(r.holders, vs) }
+
+func (r *heldRow) dropHolder(vs *viewSource) {
+	for i, h := range r.holders {
+		if h == vs {
+			last := len(r.holders) - 1
+			r.holders[i] = r.holders[last]
+			r.holders[last] = nil
+			r.holders = r.holders[:last]
+			if len(r.holders) == 0 {
+				r.holders = nil
+			}
+			return
+		}
+	}
+}
+
+// layoutCol is one column of a table's layout: the union of every column
+// name the core has seen for the table. Columns are only ever appended, so
+// a held row's slots keep their meaning across schema changes (a dropped or
+// renamed column's slot is simply no longer filled).
+type layoutCol struct {
+	name    string
+	typ     change.Type // how values decode (from the catalog of a plan naming it)
+	typeOID uint32      // the base type: AppendKey/CompareValues use it
+	declOID uint32      // the type as declared (what the stream's relation says)
+	typed   bool
+	need    int // view sources needing this column
+}
+
+// table is the core's state for one table some view reads.
+type table struct {
+	oid    uint32
+	schema string
+	name   string
+	cols   []layoutCol
+	byName map[string]int
+	key    []int // layout positions of the primary key, in key order
+	rows   map[string]*heldRow
+	srcs   map[*viewSource]struct{} // every view source reading the table
+	route  route
+	// relMaps caches, per relation shape seen in the stream, the layout
+	// position of each of its columns.
+	relMaps map[*change.Relation][]int
+	rel     *change.Relation // the newest shape seen
+}
+
+func newTable(t *query.Table) *table {
+	tb := &table{
+		oid:     t.OID,
+		schema:  t.Schema,
+		name:    t.Name,
+		byName:  make(map[string]int),
+		rows:    make(map[string]*heldRow),
+		srcs:    make(map[*viewSource]struct{}),
+		relMaps: make(map[*change.Relation][]int),
+	}
+	tb.route.init()
+	for _, c := range t.Columns {
+		tb.column(c.Name)
+	}
+	for _, k := range t.PrimaryKey {
+		tb.key = append(tb.key, tb.column(k))
+	}
+	return tb
+}
+
+// column returns the layout position of name, adding it if new.
+func (tb *table) column(name string) int {
+	if i, ok := tb.byName[name]; ok {
+		return i
+	}
+	tb.cols = append(tb.cols, layoutCol{name: name})
+	tb.byName[name] = len(tb.cols) - 1
+	return len(tb.cols) - 1
+}
+
+// typeColumn records the type of a column a plan uses.
+func (tb *table) typeColumn(i int, c *query.Column) {
+	lc := &tb.cols[i]
+	lc.typ, lc.typeOID, lc.declOID, lc.typed = c.Type, c.TypeOID, c.DeclaredOID, true
+	if lc.typ.OID == 0 {
+		lc.typ.OID = c.TypeOID
+	}
+}
+
+// relMap returns, for each column of rel, its layout position.
+func (tb *table) relMap(rel *change.Relation) []int {
+	if m, ok := tb.relMaps[rel]; ok {
+		return m
+	}
+	m := make([]int, len(rel.Columns))
+	for i, c := range rel.Columns {
+		m[i] = tb.column(c.Name)
+	}
+	tb.relMaps[rel] = m
+	return m
+}
+
+// decodeRow decodes the needed columns of a change's row into a layout
+// slice. Values it cannot know (Absent, Unchanged, undecodable) are left
+// unloaded and reported by ok=false when a needed column is among them;
+// fill supplies unchanged values from the row as held, when there is one.
+func (tb *table) decodeRow(rel *change.Relation, row change.Row, fill *heldRow, types change.TypeResolver) (vals []any, ok bool) {
+	m := tb.relMap(rel)
+	vals = make([]any, len(tb.cols))
+	for i := range vals {
+		vals[i] = unloaded{}
+	}
+	ok = true
+	for i, v := range row {
+		if i >= len(m) {
+			break
+		}
+		p := m[i]
+		lc := &tb.cols[p]
+		if lc.need == 0 && !tb.isKey(p) {
+			continue
+		}
+		switch v.Kind {
+		case change.Null:
+			vals[p] = nil
+		case change.Text, change.Binary:
+			typ := lc.typ
+			if !lc.typed {
+				t, found := change.BuiltinType(rel.Columns[i].TypeOID)
+				if !found && types != nil {
+					t, found = types.Type(rel.Columns[i].TypeOID)
+				}
+				if !found {
+					t = change.Type{OID: rel.Columns[i].TypeOID}
+				}
+				typ = t
+			}
+			x, err := change.Decode(typ, v, types)
+			if err != nil {
+				ok = false
+				continue
+			}
+			vals[p] = x
+		default: // Absent, Unchanged
+			if fill != nil && !isUnloaded(fill.val(p)) {
+				vals[p] = fill.val(p)
+			} else if lc.need > 0 {
+				ok = false
+			}
+		}
+	}
+	return vals, ok
+}
+
+func (tb *table) isKey(p int) bool {
+	for _, k := range tb.key {
+		if k == p {
+			return true
+		}
+	}
+	return false
+}
+
+// keyOf returns the primary key encoding of a layout row, and false when a
+// key value is unknown.
+func (tb *table) keyOf(vals []any) (string, bool) {
+	var b []byte
+	for _, p := range tb.key {
+		if p >= len(vals) || isUnloaded(vals[p]) {
+			return "", false
+		}
+		b = query.AppendKey(b, tb.cols[p].typeOID, vals[p])
+	}
+	return string(b), true
+}
+
+// merge fills the unloaded slots of dst from src (both describe the same
+// row at the same position).
+func merge(dst, src []any) []any {
+	if len(dst) < len(src) {
+		n := make([]any, len(src))
+		copy(n, dst)
+		for i := len(dst); i < len(src); i++ {
+			n[i] = unloaded{}
+		}
+		dst = n
+	}
+	for i, v := range src {
+		if isUnloaded(dst[i]) && !isUnloaded(v) {
+			dst[i] = v
+		}
+	}
+	return dst
+}

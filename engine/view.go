@@ -1,0 +1,363 @@
+package engine
+
+import (
+	"reflect"
+	"slices"
+	"sort"
+
+	"github.com/freshetdb/freshet/change"
+	"github.com/freshetdb/freshet/query"
+)
+
+// viewStatus is where a view is in its life.
+type viewStatus uint8
+
+const (
+	viewHydrating viewStatus = iota // asked for its first read; no subscriber accepted
+	viewRefilling                   // live, but waiting for a read (refill, re-hydration): deltas wait
+	viewLive
+	viewDead
+)
+
+// sub is a subscription.
+type sub struct {
+	id       SubID
+	mode     Mode
+	v        *view
+	accepted bool
+}
+
+// viewSource is one source of a view's plan bound to the table it reads.
+type viewSource struct {
+	v   *view
+	idx int // in plan.Sources
+	src *query.Source
+	t   *table
+	col []int // layout position of each of src.Columns
+	// mark dedupes routing candidates within one change.
+	mark uint64
+	// rows holds, for a join view, every row of the table that satisfies
+	// the source's own constraints, by primary key (single-table views
+	// keep their rows in the view's result instead).
+	rows map[string]*heldRow
+	// byJoin indexes rows by the encoding of the source's join columns
+	// (On[k].Column for each k), for joins.
+	byJoin map[string]map[string]*heldRow
+}
+
+// entry is one row of a view's result.
+type entry struct {
+	key  string
+	rows []*heldRow // per source (nil for a null-extended one)
+	q    query.Row
+}
+
+// view is the maintained result of one plan, shared by its subscribers.
+type view struct {
+	id     uint64
+	plan   *query.Plan
+	srcs   []*viewSource
+	subs   []*sub
+	status viewStatus
+	read   *read // the read being waited for
+
+	rset
+	// shown is what ordered views' subscribers hold (the window's visible
+	// part), to diff against.
+	shown []shownRow
+
+	// per transaction
+	dirty   bool
+	touched map[string]struct{} // single-table views: keys touched
+	roots   map[string]struct{} // join views: root keys to recompute
+}
+
+// rset is a result: rows by key and, for ordered views, sorted by
+// CompareWindow.
+type rset struct {
+	plan     *query.Plan
+	ordered  bool // ORDER BY or LIMIT/OFFSET: list is kept sorted
+	window   bool // LIMIT: list is cut at cap
+	cap      int  // OFFSET+LIMIT+margin, for windows
+	result   map[string]*entry
+	list     []*entry
+	complete bool // the result holds every row the query selects (windows)
+	// bound is, for a window that is not complete, the last row it is
+	// known to hold every row up to (the last row of its read, or where it
+	// was last cut): a row sorting after it may have others before it.
+	bound query.Row
+}
+
+func newRset(p *query.Plan, margin int) rset {
+	rs := rset{plan: p, result: make(map[string]*entry), complete: true}
+	if !p.Count {
+		rs.ordered = len(p.Order) > 0 || p.Limit >= 0 || p.Offset > 0
+		rs.window = p.Limit >= 0
+		if rs.window {
+			rs.cap = int(min(p.Offset+p.Limit+int64(margin), 1<<40))
+		}
+	}
+	return rs
+}
+
+type shownRow struct {
+	key  string
+	vals []any
+}
+
+func (v *view) isJoin() bool { return len(v.plan.Sources) > 1 }
+
+// row builds the query.Row of a single-table view for a layout row.
+func (v *view) row(vals []any) query.Row {
+	vs := v.srcs[0]
+	r := make([]any, len(vs.col))
+	for i, p := range vs.col {
+		if p < len(vals) {
+			r[i] = vals[p]
+		} else {
+			r[i] = unloaded{}
+		}
+	}
+	return query.Row{r}
+}
+
+// loaded reports whether every value of a query.Row is known.
+func loaded(q query.Row) bool {
+	for _, s := range q {
+		for _, x := range s {
+			if isUnloaded(x) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (v *rset) visible() []*entry {
+	if !v.ordered {
+		return nil
+	}
+	lo, hi := 0, len(v.list)
+	if v.window {
+		lo = int(min(v.plan.Offset, int64(hi)))
+		hi = int(min(v.plan.Offset+v.plan.Limit, int64(hi)))
+	}
+	return v.list[lo:hi]
+}
+
+// covered reports whether a window's held rows still cover OFFSET+LIMIT.
+func (v *rset) covered() bool {
+	if !v.window || v.complete {
+		return true
+	}
+	return int64(len(v.list)) >= v.plan.Offset+v.plan.Limit
+}
+
+// insert adds e to the result (the key must not be in it). In a window that
+// is not complete, a row sorting after the last held one is not known to be
+// within the first cap rows and is dropped; it returns whether e was kept.
+func (v *rset) insert(e *entry) bool {
+	if !v.ordered {
+		v.result[e.key] = e
+		return true
+	}
+	if v.window && !v.complete && (v.bound == nil || v.plan.CompareWindow(e.q, v.bound) > 0) {
+		return false
+	}
+	i := sort.Search(len(v.list), func(i int) bool { return v.plan.CompareWindow(v.list[i].q, e.q) > 0 })
+	v.list = slices.Insert(v.list, i, e)
+	v.result[e.key] = e
+	return true
+}
+
+// remove takes key out of the result and returns its entry.
+func (v *rset) remove(key string) *entry {
+	e := v.result[key]
+	if e == nil {
+		return nil
+	}
+	delete(v.result, key)
+	if v.ordered {
+		i := sort.Search(len(v.list), func(i int) bool { return v.plan.CompareWindow(v.list[i].q, e.q) >= 0 })
+		for ; i < len(v.list); i++ {
+			if v.list[i] == e {
+				v.list = slices.Delete(v.list, i, i+1)
+				break
+			}
+		}
+	}
+	return e
+}
+
+// trim cuts a window back to its cap, returning the entries dropped.
+func (v *rset) trim() []*entry {
+	if !v.window || len(v.list) <= v.cap {
+		return nil
+	}
+	cut := slices.Clone(v.list[v.cap:])
+	for i := v.cap; i < len(v.list); i++ {
+		delete(v.result, v.list[i].key)
+		v.list[i] = nil
+	}
+	v.list = v.list[:v.cap]
+	v.complete = false
+	if v.cap > 0 {
+		v.bound = v.list[v.cap-1].q
+	}
+	return cut
+}
+
+// entries returns the result in output order: sorted for ordered views,
+// by key otherwise.
+func (v *rset) entries() []*entry {
+	if v.ordered {
+		return v.visible()
+	}
+	es := make([]*entry, 0, len(v.result))
+	for _, e := range v.result {
+		es = append(es, e)
+	}
+	slices.SortFunc(es, func(a, b *entry) int {
+		switch {
+		case a.key < b.key:
+			return -1
+		case a.key > b.key:
+			return 1
+		}
+		return 0
+	})
+	return es
+}
+
+// countN is the count of a COUNT(*) view.
+func (v *rset) countN() int64 { return int64(len(v.result)) }
+
+// countRows is the result of a COUNT(*) query: one row unless LIMIT 0 or
+// an OFFSET skips it.
+func (v *rset) countRows() []ResultRow {
+	if v.plan.Offset >= 1 || v.plan.Limit == 0 {
+		return nil
+	}
+	return []ResultRow{{Values: []any{v.countN()}}}
+}
+
+func (v *view) resultRow(e *entry) ResultRow {
+	return ResultRow{Key: Key(e.key), Values: v.plan.Project(e.q)}
+}
+
+// snapshotShown records what an ordered view's subscribers now hold.
+func (v *view) snapshotShown() {
+	vis := v.visible()
+	v.shown = v.shown[:0]
+	for _, e := range vis {
+		v.shown = append(v.shown, shownRow{e.key, v.plan.Project(e.q)})
+	}
+}
+
+// accepted builds a subscriber's Accepted output.
+func (v *view) accepted(s *sub, pos change.LSN) Output {
+	o := Output{Sub: s.id, Kind: OutputAccepted, LSN: pos}
+	if s.mode == ModeTouch {
+		return o
+	}
+	o.Columns = v.plan.Output
+	if v.plan.Count {
+		o.Count = v.countN()
+		o.Rows = v.countRows()
+		return o
+	}
+	for _, e := range v.entries() {
+		o.Rows = append(o.Rows, v.resultRow(e))
+	}
+	if o.Rows == nil {
+		o.Rows = []ResultRow{}
+	}
+	return o
+}
+
+// delta is a change of a view's result, before it is sent to subscribers.
+type delta struct {
+	rows    []ResultRow
+	removed []Key
+	order   []Key
+	count   int64
+	changed bool
+}
+
+// diffShown compares an ordered view's visible rows with what subscribers
+// hold, and records the visible rows as shown.
+func (v *view) diffShown() delta {
+	var d delta
+	vis := v.visible()
+	old := make(map[string][]any, len(v.shown))
+	for _, s := range v.shown {
+		old[s.key] = s.vals
+	}
+	now := make(map[string]bool, len(vis))
+	same := len(vis) == len(v.shown)
+	for i, e := range vis {
+		now[e.key] = true
+		vals := v.plan.Project(e.q)
+		ov, ok := old[e.key]
+		if !ok || !sameValues(ov, vals) {
+			d.rows = append(d.rows, ResultRow{Key: Key(e.key), Values: vals})
+		}
+		if same && v.shown[i].key != e.key {
+			same = false
+		}
+		d.order = append(d.order, Key(e.key))
+	}
+	for _, s := range v.shown {
+		if !now[s.key] {
+			d.removed = append(d.removed, Key(s.key))
+		}
+	}
+	d.changed = len(d.rows) > 0 || len(d.removed) > 0 || !same
+	if d.order == nil {
+		d.order = []Key{}
+	}
+	v.snapshotShown()
+	return d
+}
+
+// sameValues reports whether two projected rows are identical (same
+// values, compared by their encodings and text-exact forms).
+func sameValues(a, b []any) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !sameValue(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameValue(a, b any) bool {
+	// Values decoded from different text (1.0 vs 1.00) are different
+	// results even when = holds: compare the decoded forms exactly.
+	return reflect.DeepEqual(a, b)
+}
+// emit sends a delta to the view's subscribers.
+func (s *state) emit(v *view, d delta, lsn change.LSN) {
+	if !d.changed {
+		return
+	}
+	for _, sb := range v.subs {
+		if !sb.accepted {
+			continue
+		}
+		if sb.mode == ModeTouch {
+			s.out.Outputs = append(s.out.Outputs, Output{Sub: sb.id, Kind: OutputTouched, LSN: lsn})
+			continue
+		}
+		o := Output{Sub: sb.id, Kind: OutputDelta, LSN: lsn}
+		if v.plan.Count {
+			o.Count = d.count
+		} else {
+			o.Rows, o.Removed, o.Order = d.rows, d.removed, d.order
+		}
+		s.out.Outputs = append(s.out.Outputs, o)
+	}
+}
