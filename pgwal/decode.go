@@ -365,8 +365,9 @@ func (d *Decoder) applyChange(b *txnBuilder, w *wire, t byte, local map[uint32]*
 	case msgUpdate:
 		c := change.Change{Op: change.OpUpdate, Rel: rel}
 		k := w.u8("tuple marker")
-		vals := d.slab.values(2 * n)
+		var vals []change.Value
 		if k == tupleKey || k == tupleOld {
+			vals = d.slab.values(2 * n)
 			c.Old = d.row(w, rel, vals[n:])
 			c.OldIsRow = k == tupleOld
 			if k == tupleKey {
@@ -377,6 +378,9 @@ func (d *Decoder) applyChange(b *txnBuilder, w *wire, t byte, local map[uint32]*
 		if w.err == nil && k != tupleNew {
 			w.off--
 			w.fail("Update tuple marker %q, want 'K', 'O' or 'N'", k)
+		}
+		if vals == nil {
+			vals = d.slab.values(n)
 		}
 		c.New = d.row(w, rel, vals[:n:n])
 		w.end()
@@ -510,6 +514,7 @@ type txnBuilder struct {
 	frag       *change.Txn // fragment being filled, nil before its first change
 	fragBytes  int
 	emitted    int // fragments emitted so far
+	lastLen    int // changes in the last fragment emitted: the next one's likely size
 	heartbeats []*change.Heartbeat
 }
 
@@ -533,7 +538,9 @@ func (b *txnBuilder) add(c change.Change, size int) {
 	if b.frag == nil {
 		f := b.hdr
 		f.Fragment = b.emitted
-		f.Changes = make([]change.Change, 0, min(b.maxChanges, 8))
+		// A large transaction's fragments fill alike: size the next one
+		// like the last rather than growing it by copies.
+		f.Changes = make([]change.Change, 0, max(min(b.maxChanges, 8), b.lastLen))
 		b.frag = &f
 	}
 	b.frag.Changes = append(b.frag.Changes, c)
@@ -552,6 +559,7 @@ func (b *txnBuilder) flush(last bool) {
 		f.CommitLSN, f.EndLSN, f.CommitTime = b.hdr.CommitLSN, b.hdr.EndLSN, b.hdr.CommitTime
 	}
 	*b.out = append(*b.out, f)
+	b.lastLen = len(f.Changes)
 	b.frag, b.fragBytes = nil, 0
 	b.emitted++
 }

@@ -3,6 +3,8 @@ package pgwal
 import (
 	"errors"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -447,5 +449,92 @@ func TestDecodeUndrained(t *testing.T) {
 		"txn xid=0 commit=0/400 end=0/0 time=- frag=0 last\n" + `  message lsn=0/400 transactional=false prefix="app" content="last"` + "\n"
 	if got := render(evs); got != want {
 		t.Errorf("events:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// A streamed transaction of a million rows, spilled past a 4 MiB memory
+// limit, is read back one fragment at a time: the heap never holds it
+// whole.
+func TestDecodeStreamedMillionRowsBoundedMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a million rows")
+	}
+	const rows = 1_000_000
+	dir := t.TempDir()
+	d := NewDecoder(DecoderOptions{ProtoVersion: 2, MemoryLimit: 4 << 20, SpillDir: dir})
+	defer d.Close()
+	s := enc{stream: true, xid: 700}
+	decode := func(m []byte) {
+		t.Helper()
+		if err := d.Decode(m, 1); err != nil {
+			t.Fatal(err)
+		}
+		if ev, err := d.Next(); ev != nil || err != nil {
+			t.Fatalf("Next while streaming = %v, %v; want nothing", ev, err)
+		}
+	}
+	var peak uint64
+	sample := func() {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		peak = max(peak, ms.HeapAlloc)
+	}
+	msg := make([]byte, 0, 64)
+	for i := 0; i < rows; i++ {
+		if i%50_000 == 0 {
+			if i > 0 {
+				decode(encStreamStop())
+				sample()
+			}
+			decode(encStreamStart(700, i == 0))
+			if i == 0 {
+				decode(s.relation(relT))
+			}
+		}
+		msg = append(msg[:0], s.insert(16384, cols(txt(strconv.Itoa(i)), txt("some text value"), null()))...)
+		decode(msg)
+	}
+	decode(encStreamStop())
+	if n := len(spillFiles(t, dir)); n != 1 {
+		t.Fatalf("spill files before commit = %d, want 1", n)
+	}
+	if err := d.Decode(encStreamCommit(700, 0x300, 0x308, ts2), 2); err != nil {
+		t.Fatal(err)
+	}
+	var got, frags int
+	for {
+		ev, err := d.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev == nil {
+			break
+		}
+		tx := ev.(*change.Txn)
+		for _, c := range tx.Changes {
+			if c.Op == change.OpInsert {
+				if want := strconv.Itoa(got); string(c.New[0].Data) != want {
+					t.Fatalf("row %d has id %s, want %s", got, c.New[0].Data, want)
+				}
+				got++
+			}
+		}
+		if frags++; frags%20 == 0 {
+			sample()
+		}
+	}
+	if got != rows {
+		t.Fatalf("rows read back = %d, want %d", got, rows)
+	}
+	if n := len(spillFiles(t, dir)); n != 0 {
+		t.Errorf("spill files after commit = %d, want 0", n)
+	}
+	// Held whole, the transaction would take over 200 MiB of heap; its
+	// buffered records alone, unspilled, over 50 MiB.
+	const bound = 24 << 20
+	t.Logf("peak live heap %.1f MiB over %d fragments", float64(peak)/(1<<20), frags)
+	if peak > bound {
+		t.Errorf("peak live heap %d bytes, want at most %d", peak, bound)
 	}
 }
