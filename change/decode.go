@@ -194,9 +194,10 @@ func parseInt(s string, bits int) (any, error) {
 	return v, nil
 }
 
-// ParseFloat parses float4 (bits 32) or float8 (bits 64) text: decimal or
-// exponent notation, NaN, Infinity, -Infinity (case-insensitive, "inf"
-// too). A float4 is returned as the float64 of its float32 value.
+// ParseFloat parses float4 (bits 32) or float8 (bits 64) text as
+// PostgreSQL's strtod-based input does: decimal or exponent notation, the
+// hexadecimal form (0x1.8p1), NaN, Infinity, -Infinity (case-insensitive,
+// "inf" too); overflow and underflow are errors. A float4 is returned as the float64 of its float32 value.
 func ParseFloat(s string, bits int) (float64, error) {
 	t := strings.TrimSpace(s)
 	switch strings.ToLower(t) {
@@ -207,12 +208,22 @@ func ParseFloat(s string, bits int) (float64, error) {
 	case "-infinity", "-inf":
 		return math.Inf(-1), nil
 	}
+	hexForm := strings.ContainsAny(t, "xX")
 	for i := 0; i < len(t); i++ {
-		if c := t[i]; !(c >= '0' && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+		c := t[i]
+		ok := c >= '0' && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-' ||
+			hexForm && (c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' || c == 'x' || c == 'X' || c == 'p' || c == 'P')
+		if !ok {
 			return 0, fmt.Errorf("parse %q: want a decimal number, NaN, Infinity or -Infinity", clip(s))
 		}
 	}
+	if hexForm && !strings.ContainsAny(t, "pP") {
+		t += "p0" // strtod's hexadecimal form without a binary exponent
+	}
 	f, err := strconv.ParseFloat(t, bits)
+	if err == nil && f == 0 && nonZeroMantissa(t) {
+		err = strconv.ErrRange // underflow: PostgreSQL refuses it too
+	}
 	if err != nil {
 		if errors.Is(err, strconv.ErrRange) {
 			return 0, fmt.Errorf("parse %q: out of range for float%d", clip(s), bits/8)
@@ -220,6 +231,20 @@ func ParseFloat(s string, bits int) (float64, error) {
 		return 0, fmt.Errorf("parse %q: want a decimal number, NaN, Infinity or -Infinity", clip(s))
 	}
 	return f, nil
+}
+
+// nonZeroMantissa reports whether a decimal number's digits before any
+// exponent include one that is not 0.
+func nonZeroMantissa(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == 'e' || c == 'E':
+			return false
+		case c >= '1' && c <= '9':
+			return true
+		}
+	}
+	return false
 }
 
 // ParseBool parses a bool as PostgreSQL's boolin does: t/f as the server

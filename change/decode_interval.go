@@ -189,14 +189,14 @@ func parseIntervalClock(f string) (int64, bool) {
 		return 0, false
 	}
 	m, err := strconv.ParseUint(parts[1], 10, 8)
-	if err != nil || len(parts[1]) != 2 || m > 59 {
+	if err != nil || len(parts[1]) > 2 || parts[1][0] == '+' || m > 59 {
 		return 0, false
 	}
 	var sec, fr int64
 	if len(parts) == 3 {
 		w, fd, ok := strings.Cut(parts[2], ".")
 		sv, err := strconv.ParseUint(w, 10, 8)
-		if err != nil || len(w) != 2 || sv > 59 || (ok && fd == "") {
+		if err != nil || len(w) > 2 || w[0] == '+' || sv > 60 || (ok && fd == "") {
 			return 0, false
 		}
 		for i := 0; i < len(fd); i++ {

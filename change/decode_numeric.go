@@ -8,14 +8,15 @@ import (
 	"strings"
 )
 
-// maxNumericExponent bounds the exponent ParseNumeric accepts, as
-// PostgreSQL's numeric_in does (NUMERIC_MAX_PRECISION), so a short hostile
-// input cannot ask for a billion-digit number.
-const maxNumericExponent = 1000
-
-// maxNumericDigits bounds the digits of a numeric: PostgreSQL allows 131072
-// before the decimal point and 16383 after.
-const maxNumericDigits = 131072 + 16383
+// The limits of PostgreSQL's numeric: at most 131072 digits before the
+// decimal point and 16383 after. ParseNumeric refuses what numeric_in
+// refuses ("value overflows numeric format"), so a short hostile input such
+// as "1e999999999" cannot ask for a huge number.
+const (
+	maxNumericIntDigits = 131072
+	maxNumericScale     = 16383
+	maxNumericDigits    = maxNumericIntDigits + maxNumericScale
+)
 
 var bigTen = big.NewInt(10)
 
@@ -41,21 +42,25 @@ func ParseNumeric(s string) (Numeric, error) {
 		neg = t[0] == '-'
 		t = t[1:]
 	}
-	digits := make([]byte, 0, len(t)+1)
+	digits := make([]byte, 0, min(len(t)+1, 64))
 	if neg {
 		digits = append(digits, '-')
 	}
-	frac, seenDot, nd := 0, false, 0
+	frac, seenDot, nd, sig := 0, false, 0, 0
 	i := 0
 	for ; i < len(t); i++ {
 		c := t[i]
 		switch {
 		case c >= '0' && c <= '9':
-			digits = append(digits, c)
 			nd++
 			if seenDot {
 				frac++
 			}
+			if c == '0' && sig == 0 {
+				continue // leading zeros carry nothing
+			}
+			digits = append(digits, c)
+			sig++
 		case c == '.' && !seenDot:
 			seenDot = true
 		default:
@@ -66,34 +71,36 @@ rest:
 	if nd == 0 {
 		return bad("want digits, an optional fraction and exponent, NaN or Infinity")
 	}
-	if nd > maxNumericDigits {
-		return bad(fmt.Sprintf("more than %d digits", maxNumericDigits))
-	}
 	exp := 0
 	if i < len(t) {
 		if t[i] != 'e' && t[i] != 'E' {
 			return bad(fmt.Sprintf("unexpected %q", t[i]))
 		}
 		e, err := strconv.Atoi(t[i+1:])
-		if err != nil || t[i+1:] == "" || t[i+1] == ' ' {
+		if err != nil || t[i+1:] == "" {
 			return bad("malformed exponent")
 		}
-		if e > maxNumericExponent || e < -maxNumericExponent {
-			return bad(fmt.Sprintf("exponent beyond ±%d", maxNumericExponent))
+		if e > 2*maxNumericDigits || e < -2*maxNumericDigits {
+			return bad("value overflows numeric format")
 		}
 		exp = e
+	}
+	scale := max(0, frac-exp)
+	if scale > maxNumericScale || sig+exp-frac > maxNumericIntDigits {
+		return bad(fmt.Sprintf("value overflows numeric format (at most %d digits before the decimal point and %d after)", maxNumericIntDigits, maxNumericScale))
+	}
+	if sig == 0 {
+		digits = append(digits, '0')
 	}
 	coef, ok := new(big.Int).SetString(string(digits), 10)
 	if !ok {
 		return bad("malformed digits")
 	}
-	n := Numeric{Coef: coef, Exp: int32(exp - frac)}
-	if n.Exp > 0 {
-		coef.Mul(coef, new(big.Int).Exp(bigTen, big.NewInt(int64(n.Exp)), nil))
-		n.Exp = 0
+	// Bring the exponent to -scale.
+	if e := exp - frac + scale; e > 0 {
+		coef.Mul(coef, new(big.Int).Exp(bigTen, big.NewInt(int64(e)), nil))
 	}
-	n.Scale = -n.Exp
-	return n, nil
+	return Numeric{Coef: coef, Exp: int32(-scale), Scale: int32(scale)}, nil
 }
 
 // IsFinite reports whether n is neither NaN nor an infinity.

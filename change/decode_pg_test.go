@@ -468,3 +468,64 @@ func TestDecodeCatalogTypesPostgres(t *testing.T) {
 }
 
 func base64Std(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// TestDecodeAcceptsAsPostgres feeds inputs, good and bad, to the server and
+// to DecodeOID: both must accept or both refuse, and what both accept must
+// decode to the value the server prints.
+func TestDecodeAcceptsAsPostgres(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t)
+	cases := []struct {
+		typ    string
+		inputs []string
+	}{
+		{"int2", []string{"32767", "32768", "-32769", "1.0", "", " 7 ", "0x10", "1e2"}},
+		{"int4", []string{"2147483648", "-2147483648", "+5", "- 5", "12a"}},
+		{"int8", []string{"9223372036854775808", "-9223372036854775808", "00012"}},
+		{"float8", []string{"1e308", "1e309", "1e-400", "-1e-400", "inf", "-INF", "nan", ".5", "5.", "1e", "1_0", "0x1p3", " 1.5 ", "0x10", "0X1P-2", "0x", "00x10", "0x1e"}},
+		{"float4", []string{"3.5e38", "1e-46", "1e-45", "Infinity"}},
+		{"numeric", []string{"1e1000", "1e1001", "1e-1000", "1e-1001", "1e131071", "1e131072", "1e-16383", "1e-16384", "1.5e-16383", "123e131069", "123e131070", "0.5e131072", "1e2147483648", "0e-16384", "000000000000000000001.000", ".", "-.5", "+.5e1", "1 0", "NaN", " -Infinity ", "infinity", "1.2.3"}},
+		{"bool", []string{"t", "TRUE", "tr", "y", "ye", "of", "o", "2", "", " on "}},
+		{"uuid", []string{"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "a0eebc999c0b4ef8bb6d6bb9bd380a11", "{a0eebc99-9c0b4ef8-bb6d6bb9-bd380a11}",
+			"a0ee-bc99-9c0b-4ef8-bb6d-6bb9-bd38-0a11", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11-",
+			"-a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "a0eebc99--9c0b-4ef8-bb6d-6bb9bd380a11", "{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"}},
+		{"bytea", []string{`\x`, `\x0`, `\xg0`, `\x 00 ff`, `a\b`, `\\`, `\400`, `\377`, `\x00\x00`}},
+		{"date", []string{"2024-02-29", "2023-02-29", "0000-01-01", "0001-01-01 BC", "4714-11-24 BC", "4714-11-23 BC", "5874897-12-31", "5874898-01-01",
+			"2024-1-2", "2024-13-01", "infinity", "-infinity", "epoch"}},
+		{"time", []string{"24:00:00", "24:00:00.000001", "23:59:60", "12:00", "12:60:00", "1:02:03"}},
+		{"timetz", []string{"12:00:00+15:59", "12:00:00+16", "12:00:00-15:59:59", "12:00:00+05:30:15"}},
+		{"timestamp", []string{"294276-12-31 23:59:59.999999", "294277-01-01 00:00:00", "4714-11-24 00:00:00 BC", "4714-11-23 23:59:59 BC",
+			"2024-01-02T03:04:05", "2024-01-02 03:04:05.1234565", "2024-01-02 24:00:00"}},
+		{"timestamptz", []string{"294276-12-31 23:59:59.999999+00", "294276-12-31 23:59:59-01", "4714-11-24 00:30:00+01 BC",
+			"2024-01-02 03:04:05+05:30:15", "2024-01-02 03:04:05Z"}},
+		{"interval", []string{"1 day", "1 days 2 hours", "1 year ago", "@ 3 days", "178956971 years", "-178956970 years -8 mons",
+			"2147483647 days", "2147483648 days", "1 fortnight", "1:2:3", "1:2", "100:00:00", "1:00:60", "1:5", "1 minute 1.5 seconds"}},
+		{"int4[]", []string{"{1,2}", "{1,,2}", "{{1},{2,3}}", "[0:1]={1,2}", "[0:2]={1,2}", "{NULL}", "{null}", `{"1"}`, "{ 1 , 2 }", "{1 2}", "{}", "[1:0]={}"}},
+		{"text[]", []string{`{a,"b",c d}`, `{"a"b}`, `{a"b}`, `{\"}`, `{"\\"}`, `{NULL,"NULL"}`, `{{a},{b}}`, `{{a},b}`}},
+	}
+	for _, tc := range cases {
+		var oid uint32
+		if err := conn.QueryRow(ctx, "SELECT $1::regtype::oid", tc.typ).Scan(&oid); err != nil {
+			t.Fatalf("look up %s: %v", tc.typ, err)
+		}
+		for _, in := range tc.inputs {
+			var out *string
+			pgErr := conn.QueryRow(ctx, fmt.Sprintf("SELECT $1::%s::text", tc.typ), in).Scan(&out)
+			if tc.typ == "bool" && pgErr == nil {
+				b := map[string]string{"true": "t", "false": "f"}[*out]
+				out = &b
+			}
+			v, err := DecodeOID(oid, TextValue(in), nil)
+			switch {
+			case pgErr != nil && err == nil:
+				t.Errorf("%s %q: PostgreSQL refuses it (%v), DecodeOID accepts it as %#v", tc.typ, in, pgErr, v)
+			case pgErr == nil && err != nil:
+				t.Errorf("%s %q: PostgreSQL accepts it as %q, DecodeOID refuses it: %v", tc.typ, in, *out, err)
+			case pgErr == nil:
+				if got, err := FormatOID(oid, v, nil); err != nil || got != *out {
+					t.Errorf("%s %q: PostgreSQL reads %q, DecodeOID reads %q, %v", tc.typ, in, *out, got, err)
+				}
+			}
+		}
+	}
+}
