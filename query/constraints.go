@@ -443,15 +443,16 @@ func (dv *deriver) union(oid uint32, a, b *dom) *dom {
 	}
 	switch {
 	case a.kind == ConstraintIn && b.kind == ConstraintIn:
-		out := newDom(ConstraintIn)
-		for _, v := range a.vals {
-			out.add(oid, v)
+		// Every dom belongs to one derivation only: a grows in place, so
+		// a long OR of equalities costs linear time.
+		if len(a.vals) < len(b.vals) {
+			a, b = b, a
 		}
 		for _, v := range b.vals {
-			out.add(oid, v)
+			a.add(oid, v)
 		}
-		out.null = a.null || b.null
-		return out
+		a.null = a.null || b.null
+		return a
 	case a.kind == ConstraintIn && b.kind == ConstraintRange:
 		if a.null {
 			return nil

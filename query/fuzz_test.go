@@ -1,0 +1,236 @@
+package query
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+)
+
+// memCatalog is a Catalog holding tables read once from PostgreSQL, for
+// fuzzing and benchmarks that must not wait on the server.
+type memCatalog map[[2]string]*Table
+
+func (m memCatalog) Table(_ context.Context, schema, name string) (*Table, error) {
+	if t, ok := m[[2]string{schema, name}]; ok {
+		return t, nil
+	}
+	return nil, fmt.Errorf("table %s.%s: %w", schema, name, ErrNoTable)
+}
+
+var (
+	snapOnce sync.Once
+	snap     memCatalog
+)
+
+// snapshotCatalog reads testdata/schema.sql's tables once per process.
+func snapshotCatalog(t testing.TB) memCatalog {
+	snapOnce.Do(func() {
+		_, cat := testDB(t)
+		snap = memCatalog{}
+		for _, q := range [][2]string{{"public", "users"}, {"public", "orders"}, {"public", "items"}, {"public", "skus"},
+			{"public", "nopk"}, {"other", "accounts"}, {"other", "users"}} {
+			tb, err := cat.Table(context.Background(), q[0], q[1])
+			if err != nil {
+				t.Fatalf("read %v: %v", q, err)
+			}
+			snap[q] = tb
+		}
+	})
+	if snap == nil {
+		t.Fatal("no catalog snapshot")
+	}
+	return snap
+}
+
+// FuzzCompile feeds arbitrary SQL to Compile: it must never panic, and a
+// compiled plan must render, evaluate an all-NULL row and order it, and
+// its normalized form must compile to the same normalized form again.
+func FuzzCompile(f *testing.F) {
+	for _, path := range []string{"testdata/compile.txt", "testdata/refusals.txt"} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, chunk := range strings.Split(string(b), "\n----\n") {
+			f.Add(strings.TrimSpace(chunk))
+		}
+	}
+	f.Add(deepQuery(300))
+	f.Add(wideQuery(2000))
+	cat := snapshotCatalog(f)
+	opts := DefaultOptions()
+	opts.Catalog = cat
+	f.Fuzz(func(t *testing.T, sql string) {
+		p, r, err := Compile(context.Background(), sql, nil, opts)
+		if err != nil {
+			t.Fatalf("Compile(%q) error %v: a memory catalog never fails", sql, err)
+		}
+		if r != nil {
+			if r.Code == "" || r.Message == "" {
+				t.Fatalf("Compile(%q) refusal without code or message: %+v", sql, r)
+			}
+			return
+		}
+		_ = p.Render(RenderOptions{})
+		_ = p.Render(RenderOptions{Columns: SelectNeeded, Window: true, Margin: 3})
+		row := make(Row, len(p.Sources))
+		for i, s := range p.Sources {
+			row[i] = make([]any, len(s.Columns))
+		}
+		_ = p.Eval(row)
+		_ = p.Compare(row, row)
+		_ = p.CompareWindow(row, make(Row, len(p.Sources)))
+		_ = p.Project(row)
+		p2, r2, err := Compile(context.Background(), p.Normalized, nil, opts)
+		if err != nil || r2 != nil {
+			t.Fatalf("normalized %q of %q does not compile: %v %+v", p.Normalized, sql, err, r2)
+		}
+		if p2.Normalized != p.Normalized {
+			t.Fatalf("normalizing twice changes %q: %q then %q", sql, p.Normalized, p2.Normalized)
+		}
+	})
+}
+
+// deepQuery nests NOT and parentheses n levels deep.
+func deepQuery(n int) string {
+	return "SELECT id FROM users WHERE " + strings.Repeat("NOT (", n) + "age = 1" + strings.Repeat(")", n)
+}
+
+// wideQuery ORs n equalities.
+func wideQuery(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("age = %d", i)
+	}
+	return "SELECT id FROM users WHERE " + strings.Join(parts, " OR ")
+}
+
+// productQuery ANDs n two-way ORs: 2^n alternatives in normal form.
+func productQuery(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("(age = %d OR small = %d)", i, i)
+	}
+	return "SELECT id FROM users WHERE " + strings.Join(parts, " AND ")
+}
+
+// inQuery lists n IN values.
+func inQuery(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprint(i)
+	}
+	return "SELECT id FROM users WHERE age IN (" + strings.Join(parts, ", ") + ")"
+}
+
+func TestLimits(t *testing.T) {
+	cat := snapshotCatalog(t)
+	opts := DefaultOptions()
+	opts.Catalog = cat
+	lifted := opts
+	lifted.MaxAlternatives, lifted.MaxInValues, lifted.MaxDepth = 0, 0, 0
+	tests := []struct {
+		name string
+		sql  string
+		opts Options
+		want Code // "" = accepted
+	}{
+		{"1024 alternatives", wideQuery(1024), opts, ""},
+		{"1025 alternatives", wideQuery(1025), opts, CodeTooComplex},
+		{"2^10 by product", productQuery(10), opts, ""},
+		{"2^11 by product", productQuery(11), opts, CodeTooComplex},
+		{"2^40 lifted", productQuery(40), lifted, ""},
+		{"NOT swaps AND and OR", "SELECT id FROM users WHERE NOT (" + strings.Join(strings.Split(strings.Repeat("age = 1,", 1025), ",")[:1025], " AND ") + ")", opts, CodeTooComplex},
+		{"10000 IN values", inQuery(10000), opts, ""},
+		{"10001 IN values", inQuery(10001), opts, CodeTooManyInValues},
+		{"10001 IN values lifted", inQuery(10001), lifted, ""},
+		{"depth 150", deepQuery(150), opts, ""},
+		{"depth 1000", deepQuery(1000), opts, CodeTooComplex},
+		{"too long", "SELECT id FROM users WHERE name = '" + strings.Repeat("x", DefaultMaxSQLLength) + "'", opts, CodeTooLong},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, r, err := Compile(context.Background(), tt.sql, nil, tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got Code
+			if r != nil {
+				got = r.Code
+			}
+			if got != tt.want {
+				t.Fatalf("refusal = %q (%v), want %q", got, r, tt.want)
+			}
+		})
+	}
+}
+
+func BenchmarkCompile(b *testing.B) {
+	opts := DefaultOptions()
+	opts.Catalog = snapshotCatalog(b)
+	sql := `SELECT o.id, u.name FROM orders o JOIN users u ON u.id = o.user_id WHERE o.status = $1 AND u.age BETWEEN 18 AND 65 ORDER BY o.placed_at DESC LIMIT 20`
+	binds := []Bind{{Data: []byte("paid")}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, r, err := Compile(context.Background(), sql, binds, opts); err != nil || r != nil {
+			b.Fatal(err, r)
+		}
+	}
+}
+
+func BenchmarkHostile(b *testing.B) {
+	opts := DefaultOptions()
+	opts.Catalog = snapshotCatalog(b)
+	for _, bc := range []struct{ name, sql string }{
+		{"deep-refused-5000", deepQuery(5000)},
+		{"wide-refused-15000", wideQuery(15000)},
+		{"product-refused-2^60", productQuery(60)},
+		{"in-refused-40000", inQuery(40000)},
+		{"too-long-refused-1MB", wideQuery(70000)},
+		{"wide-accepted-1024", wideQuery(1024)},
+		{"in-accepted-10000", inQuery(10000)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, _, err := Compile(context.Background(), bc.sql, nil, opts); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		// The floor: PostgreSQL's parser alone (cgo, protobuf).
+		b.Run(bc.name+"/parse-only", func(b *testing.B) {
+			for b.Loop() {
+				_, _ = pg.Parse(bc.sql)
+			}
+		})
+	}
+}
+
+func BenchmarkEval(b *testing.B) {
+	opts := DefaultOptions()
+	opts.Catalog = snapshotCatalog(b)
+	p, r, err := Compile(context.Background(), `SELECT id FROM users WHERE (age > 30 AND name LIKE 'a%') OR score = 1.5 OR id IN (1, 2, 3)`, nil, opts)
+	if err != nil || r != nil {
+		b.Fatal(err, r)
+	}
+	row := Row{make([]any, len(p.Sources[0].Columns))}
+	for i, c := range p.Sources[0].Columns {
+		switch c.Name {
+		case "id":
+			row[0][i] = int64(7)
+		case "age":
+			row[0][i] = int64(31)
+		case "name":
+			row[0][i] = "bob"
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Eval(row)
+	}
+}
