@@ -433,7 +433,7 @@ func appendKey(dst []byte, v any) []byte {
 			return append(dst, "-Inf"...)
 		}
 		c, e := normalizeNumeric(x)
-		dst = c.Append(dst, 10)
+		dst = append(dst, c...)
 		dst = append(dst, 'e')
 		return binary.BigEndian.AppendUint64(dst, uint64(e))
 	case string:
@@ -478,24 +478,17 @@ func appendKey(dst []byte, v any) []byte {
 	panic("query: appendKey on an unsupported value")
 }
 
-// normalizeNumeric returns a finite numeric's coefficient with trailing
-// zeros removed and the matching exponent (0 as 0e0).
-func normalizeNumeric(n change.Numeric) (*big.Int, int64) {
+// normalizeNumeric returns a finite numeric's coefficient digits (with
+// sign) without trailing zeros, and the matching exponent (0 as "0", 0).
+// It works on the decimal text, so a bind with a million trailing zeros
+// costs linear time, not quadratic.
+func normalizeNumeric(n change.Numeric) (string, int64) {
 	if n.Coef == nil || n.Coef.Sign() == 0 {
-		return new(big.Int), 0
+		return "0", 0
 	}
-	c := new(big.Int).Set(n.Coef)
-	e := int64(n.Exp)
-	q, r := new(big.Int), new(big.Int)
-	for {
-		q.QuoRem(c, bigTen, r)
-		if r.Sign() != 0 {
-			break
-		}
-		c, q = q, c
-		e++
-	}
-	return c, e
+	d := n.Coef.Text(10)
+	t := strings.TrimRight(d, "0")
+	return t, int64(n.Exp) + int64(len(d)-len(t))
 }
 
 // AppendKey appends to dst an encoding of v, a value of type typeOID in
