@@ -7,7 +7,8 @@
 // by OID into the value a literal would have been. Tables and columns are
 // resolved through a Catalog (PGCatalog reads pg_catalog and caches it).
 //
-// Compile returns one of three things:
+// Parse screens a statement's text alone (shape and limits, no catalog or
+// binds). Compile returns one of three things:
 //
 //   - a *Plan: the query is supported and this is how to maintain it;
 //   - a *Refusal: the query is valid but not supported (or a bind is
