@@ -3,8 +3,11 @@ GO ?= go
 
 .PHONY: demo test build vet fmt-check postgres bench bench-tail clean
 
+# Built, then run (rather than go run, which exits 1 after Ctrl-C even when
+# the demo stops cleanly).
 demo: postgres
-	$(GO) run ./cmd/freshet demo
+	$(GO) build -o bin/freshet ./cmd/freshet
+	bin/freshet demo
 
 test: postgres fmt-check vet
 	$(GO) test -count=1 -timeout 45m ./...

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -45,11 +46,14 @@ type benchResult struct {
 	Workload string
 	Tool     string
 	Proto    int
-	Seconds  []float64 // one per repetition
+	Seconds  []float64 // wall-clock seconds, one per repetition
+	CPU      []float64 // the client's CPU seconds (user+system), one per repetition
 }
 
-func (r benchResult) median() float64 {
-	s := append([]float64(nil), r.Seconds...)
+func (r benchResult) median() float64 { return median(r.Seconds) }
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
 	sort.Float64s(s)
 	if len(s) == 0 {
 		return 0
@@ -63,14 +67,15 @@ func (m *Main) runBenchTail(ctx context.Context, args []string) error {
 	var flagOut bytes.Buffer
 	fs.SetOutput(&flagOut)
 	var (
-		small   = fs.Int("small", 200000, "number of small transactions in workload (a)")
-		large   = fs.Int("large", 1000000, "rows of the single large transaction in workload (b)")
-		reps    = fs.Int("reps", 3, "repetitions of each drain (the median is reported)")
-		protos  = fs.String("protos", "1,2", "protocol versions to run")
-		freshet = fs.String("freshet", "", "the freshet binary to time (default: this one)")
-		profile = fs.String("cpuprofile-dir", "", "write a CPU profile of each freshet tail run into this directory")
-		only    = fs.String("workloads", "a,b", "workloads to run: a (small transactions), b (one large transaction)")
-		extra   = fs.String("tail-args", "", "extra flags for freshet tail, space-separated (e.g. \"--heartbeat 0\")")
+		small    = fs.Int("small", 200000, "number of small transactions in workload (a)")
+		large    = fs.Int("large", 1000000, "rows of the single large transaction in workload (b)")
+		reps     = fs.Int("reps", 3, "repetitions of each drain (the median is reported)")
+		protos   = fs.String("protos", "1,2", "protocol versions to run")
+		freshet  = fs.String("freshet", "", "the freshet binary to time (default: this one)")
+		profile  = fs.String("cpuprofile-dir", "", "write a CPU profile of each freshet tail run into this directory")
+		only     = fs.String("workloads", "a,b", "workloads to run: a (small transactions), b (one large transaction)")
+		parallel = fs.Bool("parallel", false, "run freshet tail and pg_recvlogical at the same time instead of one after the other")
+		extra    = fs.String("tail-args", "", "extra flags for freshet tail, space-separated (e.g. \"--heartbeat 0\")")
 	)
 	fs.Usage = func() {
 		printFlags(fs, benchTailUsage)
@@ -201,6 +206,15 @@ END $$;`
 				if r%2 == 1 {
 					order = []string{"recvlogical", "freshet"}
 				}
+				type run struct {
+					tool   string
+					cmd    *exec.Cmd
+					stderr bytes.Buffer
+					start  time.Time
+					secs   float64
+					err    error
+				}
+				var runs []*run
 				for _, tool := range order {
 					slot := fmt.Sprintf("w%d_p%d_r%d_%s", wi, p, r, tool)
 					var cmd *exec.Cmd
@@ -221,21 +235,51 @@ END $$;`
 						}
 						cmd = exec.CommandContext(ctx, recvlogical, args...)
 					}
-					var stderr bytes.Buffer
+					ru := &run{tool: tool, cmd: cmd}
 					cmd.Stdout = io.Discard
-					cmd.Stderr = &stderr
-					t0 := time.Now()
-					err := cmd.Run()
-					secs := time.Since(t0).Seconds()
-					if err != nil {
-						return fmt.Errorf("%s on slot %s: %w\n%s", tool, slot, err, stderr.String())
+					cmd.Stderr = &ru.stderr
+					runs = append(runs, ru)
+				}
+				wait := func(ru *run) {
+					ru.err = ru.cmd.Wait()
+					ru.secs = time.Since(ru.start).Seconds()
+				}
+				if *parallel {
+					// Both at once: they share whatever else the machine is
+					// doing at that moment.
+					for _, ru := range runs {
+						ru.start = time.Now()
+						ru.err = ru.cmd.Start()
 					}
-					if tool == "freshet" {
-						fr.Seconds = append(fr.Seconds, secs)
+					var wg sync.WaitGroup
+					for _, ru := range runs {
+						if ru.err == nil {
+							wg.Add(1)
+							go func() { defer wg.Done(); wait(ru) }()
+						}
+					}
+					wg.Wait()
+				} else {
+					for _, ru := range runs {
+						ru.start = time.Now()
+						if ru.err = ru.cmd.Start(); ru.err == nil {
+							wait(ru)
+						}
+					}
+				}
+				for _, ru := range runs {
+					if ru.err != nil {
+						return fmt.Errorf("%s: %w\n%s", ru.tool, ru.err, ru.stderr.String())
+					}
+					cpu := (ru.cmd.ProcessState.UserTime() + ru.cmd.ProcessState.SystemTime()).Seconds()
+					if ru.tool == "freshet" {
+						fr.Seconds = append(fr.Seconds, ru.secs)
+						fr.CPU = append(fr.CPU, cpu)
 					} else {
-						pr.Seconds = append(pr.Seconds, secs)
+						pr.Seconds = append(pr.Seconds, ru.secs)
+						pr.CPU = append(pr.CPU, cpu)
 					}
-					logf("%s proto %d rep %d: %s %.3fs", wl.Name, p, r+1, tool, secs)
+					logf("%s proto %d rep %d: %s %.3fs (client CPU %.2fs)", wl.Name, p, r+1, ru.tool, ru.secs, cpu)
 				}
 			}
 			results = append(results, fr, pr)
@@ -245,9 +289,13 @@ END $$;`
 		}
 	}
 
-	fmt.Fprintf(m.Stdout, "\nmedian of %d runs each; PostgreSQL %d; freshet tail flags: %q\n\n", *reps, c.Version, *extra)
+	mode := "one after the other"
+	if *parallel {
+		mode = "at the same time"
+	}
+	fmt.Fprintf(m.Stdout, "\nmedian of %d runs each, the two readers %s; PostgreSQL %d; freshet tail flags: %q\n\n", *reps, mode, c.Version, *extra)
 	tw := tabwriter.NewWriter(m.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tproto\ttool\tseconds\ttxn/s\trows/s\tWAL MB/s\tfreshet/pg_recvlogical\t")
+	fmt.Fprintln(tw, "workload\tproto\ttool\tseconds\ttxn/s\trows/s\tWAL MB/s\tclient CPU s\tfreshet/pg_recvlogical\t")
 	for i, r := range results {
 		wl := workloads[0]
 		for _, w := range workloads {
@@ -264,8 +312,8 @@ END $$;`
 		if float64(wl.Txns)/sec < 10 {
 			txnRate = fmt.Sprintf("%.2f", float64(wl.Txns)/sec)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%s\t%.0f\t%.1f\t%s\t\n", r.Workload, r.Proto, r.Tool, sec,
-			txnRate, float64(wl.Rows)/sec, float64(walBytes[r.Workload])/1e6/sec, ratio)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%s\t%.0f\t%.1f\t%.2f\t%s\t\n", r.Workload, r.Proto, r.Tool, sec,
+			txnRate, float64(wl.Rows)/sec, float64(walBytes[r.Workload])/1e6/sec, median(r.CPU), ratio)
 	}
 	return tw.Flush()
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 )
@@ -17,6 +18,16 @@ import (
 var Version = "0.1.0-dev"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "tail" && os.Getenv("GOMAXPROCS") == "" {
+		// tail is one serial pipeline (receive, decode, write) whose pace
+		// is set by the walsender. With more than one P, every message
+		// handed from the receiving goroutine to the decoding one wakes
+		// another OS thread; on one P the handoff is a plain goroutine
+		// switch. Measured: a third of the CPU for the same stream, CPU
+		// that a small machine leaves to the walsender
+		// (docs/benchmarks.md). GOMAXPROCS in the environment overrides.
+		runtime.GOMAXPROCS(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	m := &Main{Stdout: os.Stdout, Stderr: os.Stderr}
