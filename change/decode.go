@@ -1,11 +1,13 @@
 package change
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -412,7 +414,7 @@ func AppendFloat(dst []byte, f float64, bits int) []byte {
 		return append(dst, '0')
 	}
 	var buf [32]byte
-	e := strconv.AppendFloat(buf[:0], f, 'e', -1, bits)
+	e := shortestDigits(buf[:0], f, bits)
 	// e is [-]d[.ddd]e±XX; take it apart.
 	neg := e[0] == '-'
 	if neg {
@@ -460,6 +462,81 @@ func AppendFloat(dst []byte, f float64, bits int) []byte {
 	dst = append(dst, ds[:exp+1]...)
 	dst = append(dst, '.')
 	return append(dst, ds[exp+1:]...)
+}
+
+// shortestDigits appends f in 'e' form with the fewest digits that lie
+// strictly inside the interval of decimals that read back as f. Go's
+// shortest form also accepts a decimal exactly halfway to a neighbour
+// (when f's mantissa is even); PostgreSQL's Ryu-based output does not, and
+// prints one more digit then (float4 129577056 is "1.29577056e+08", not
+// "1.2957706e+08").
+func shortestDigits(dst []byte, f float64, bits int) []byte {
+	start := len(dst)
+	dst = strconv.AppendFloat(dst, f, 'e', -1, bits)
+	if !onBoundary(dst[start:], f, bits) {
+		return dst
+	}
+	max := 17
+	if bits == 32 {
+		max = 9
+	}
+	nd := 0
+	for _, c := range dst[start:] {
+		if c == 'e' {
+			break
+		}
+		if c >= '0' && c <= '9' {
+			nd++
+		}
+	}
+	for prec := nd + 1; prec <= max; prec++ {
+		dst = strconv.AppendFloat(dst[:start], f, 'e', prec-1, bits)
+		if !onBoundary(dst[start:], f, bits) {
+			break
+		}
+	}
+	// Drop trailing zeros of the mantissa the fixed precision may add.
+	e := bytes.IndexByte(dst[start:], 'e') + start
+	m := e
+	for m > start && dst[m-1] == '0' {
+		m--
+	}
+	if dst[m-1] == '.' {
+		m--
+	}
+	return append(dst[:m], dst[e:]...)
+}
+
+// onBoundary reports whether the decimal d is exactly halfway between f
+// and one of its neighbours.
+func onBoundary(d []byte, f float64, bits int) bool {
+	r, ok := new(big.Rat).SetString(string(d))
+	if !ok {
+		return false
+	}
+	fr := new(big.Rat)
+	if fr.SetFloat64(f) == nil {
+		return false
+	}
+	var lo, hi float64
+	if bits == 32 {
+		f32 := float32(f)
+		lo, hi = float64(math.Nextafter32(f32, float32(math.Inf(-1)))), float64(math.Nextafter32(f32, float32(math.Inf(1))))
+	} else {
+		lo, hi = math.Nextafter(f, math.Inf(-1)), math.Nextafter(f, math.Inf(1))
+	}
+	for _, n := range []float64{lo, hi} {
+		if math.IsInf(n, 0) {
+			continue
+		}
+		nr := new(big.Rat).SetFloat64(n)
+		mid := nr.Add(nr, fr)
+		mid.Quo(mid, big.NewRat(2, 1))
+		if mid.Cmp(r) == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // FormatOID returns PostgreSQL's text form of x, a value Decode produced

@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -528,4 +532,149 @@ func TestDecodeAcceptsAsPostgres(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRandomValuesPostgres prints random values of each type with our
+// String, has the server read and print them, and requires the server's
+// text to be ours exactly (and to decode back to the same value).
+func TestRandomValuesPostgres(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 2000
+	gen := map[string]func() (uint32, any){
+		"float8": func() (uint32, any) {
+			for {
+				f := math.Float64frombits(rng.Uint64())
+				if !math.IsNaN(f) {
+					return OIDFloat8, f
+				}
+			}
+		},
+		"float8int": func() (uint32, any) {
+			return OIDFloat8, float64(rng.Int64() >> rng.IntN(40))
+		},
+		// Values whose Go shortest form lies exactly halfway to a
+		// neighbour: where PostgreSQL's output differs from strconv's.
+		"float8tie": func() (uint32, any) {
+			for {
+				f := float64(rng.Int64() >> rng.IntN(12))
+				if onBoundary(strconv.AppendFloat(nil, f, 'e', -1, 64), f, 64) {
+					return OIDFloat8, f
+				}
+			}
+		},
+		"float4tie": func() (uint32, any) {
+			for {
+				f := float64(float32(rng.Int64() >> (30 + rng.IntN(20))))
+				if onBoundary(strconv.AppendFloat(nil, f, 'e', -1, 32), f, 32) {
+					return OIDFloat4, f
+				}
+			}
+		},
+		"float4int": func() (uint32, any) {
+			return OIDFloat4, float64(float32(rng.Int64() >> (20 + rng.IntN(40))))
+		},
+		"float4": func() (uint32, any) {
+			for {
+				f := math.Float32frombits(rng.Uint32())
+				if f == f {
+					return OIDFloat4, float64(f)
+				}
+			}
+		},
+		"numeric": func() (uint32, any) {
+			digits := make([]byte, 1+rng.IntN(60))
+			for i := range digits {
+				digits[i] = byte('0' + rng.IntN(10))
+			}
+			coef, _ := new(big.Int).SetString(string(digits), 10)
+			if rng.IntN(2) == 0 {
+				coef.Neg(coef)
+			}
+			scale := int32(rng.IntN(30))
+			return OIDNumeric, Numeric{Coef: coef, Exp: -scale, Scale: scale}
+		},
+		"date": func() (uint32, any) {
+			return OIDDate, Date{Days: int32(minDateDays + rng.Int64N(maxDateDays-minDateDays+1))}
+		},
+		"timestamp": func() (uint32, any) {
+			return OIDTimestamp, Timestamp{Micros: randTimestamp(rng)}
+		},
+		"timestamptz": func() (uint32, any) {
+			return OIDTimestamptz, Timestamp{Micros: randTimestamp(rng)}
+		},
+		"time": func() (uint32, any) { return OIDTime, TimeOfDay(rng.Int64N(usecsPerDay + 1)) },
+		"timetz": func() (uint32, any) {
+			return OIDTimetz, TimeTZ{Micros: rng.Int64N(usecsPerDay + 1), Offset: int32(rng.IntN(2*maxTZOffsetSecs+1) - maxTZOffsetSecs)}
+		},
+		"interval": func() (uint32, any) {
+			iv := Interval{Months: int32(rng.Uint32()), Days: int32(rng.Uint32()), Micros: int64(rng.Uint64())}
+			switch rng.IntN(4) { // small values too, and zero parts
+			case 0:
+				iv = Interval{Months: int32(rng.IntN(40) - 20), Days: int32(rng.IntN(80) - 40), Micros: rng.Int64N(2*usecsPerDay) - usecsPerDay}
+			case 1:
+				iv.Months = 0
+			case 2:
+				iv.Micros = 0
+			}
+			if iv.Micros == math.MinInt64 {
+				iv.Micros++ // PostgreSQL 15 cannot read back -2562047788:00:54.775808
+			}
+			return OIDInterval, iv
+		},
+	}
+	for _, typ := range []string{"float8", "float8int", "float8tie", "float4", "float4int", "float4tie", "numeric", "date", "timestamp", "timestamptz", "time", "timetz", "interval"} {
+		t.Run(typ, func(t *testing.T) {
+			var oid uint32
+			var vals []any
+			var texts []string
+			for i := 0; i < n; i++ {
+				o, v := gen[typ]()
+				oid = o
+				s, err := FormatOID(o, v, nil)
+				if err != nil {
+					t.Fatalf("FormatOID(%#v): %v", v, err)
+				}
+				vals, texts = append(vals, v), append(texts, s)
+			}
+			sqlType := strings.TrimSuffix(strings.TrimSuffix(typ, "int"), "tie")
+			rows, err := conn.Query(ctx, fmt.Sprintf("SELECT l::%s FROM unnest($1::text[]) l", sqlType), pgx.QueryResultFormats{pgx.TextFormatCode}, texts)
+			if err != nil {
+				t.Fatalf("query: %v", err)
+			}
+			defer rows.Close()
+			i, bad := 0, 0
+			for rows.Next() {
+				got := string(rows.RawValues()[0])
+				if got != texts[i] && bad < 10 {
+					bad++
+					t.Errorf("%s %#v: we print %q, PostgreSQL reads and prints %q", typ, vals[i], texts[i], got)
+				}
+				back, err := DecodeOID(oid, TextValue(got), nil)
+				if err != nil {
+					t.Errorf("DecodeOID(%q): %v", got, err)
+				} else if s, _ := FormatOID(oid, back, nil); s != texts[i] && bad < 10 {
+					bad++
+					t.Errorf("%s: %q decodes and prints as %q", typ, got, s)
+				}
+				i++
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatalf("query: %v", err)
+			}
+			if i != n {
+				t.Fatalf("got %d rows, want %d", i, n)
+			}
+		})
+	}
+}
+
+// randTimestamp returns a timestamp anywhere in PostgreSQL's range, or
+// (half the time) within a few centuries of 2000.
+func randTimestamp(rng *rand.Rand) int64 {
+	if rng.IntN(2) == 0 {
+		return rng.Int64N(600*365*usecsPerDay) - 300*365*usecsPerDay
+	}
+	return minTimestampUS + int64(rng.Uint64N(uint64(endTimestampUS)+uint64(-minTimestampUS)))
 }
