@@ -1,0 +1,526 @@
+package s2s
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/freshetdb/freshet/engine"
+	"github.com/freshetdb/freshet/query"
+	"github.com/freshetdb/freshet/wire"
+)
+
+// conn is one client connection: a read loop (this goroutine) and a write
+// loop draining the outgoing queue.
+type conn struct {
+	s      *Server
+	ws     *websocket.Conn
+	remote string
+	q      *queue
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	failed chan struct{} // closed by the first fail
+
+	// Guarded by q.mu: the client's subscriptions by its ids.
+	subs map[string]*sub
+	gone bool // torn down: no new subscriptions
+}
+
+// sub is one subscription; it is the engine.Sink of its outputs.
+type sub struct {
+	c       *conn
+	id      string
+	mode    engine.Mode
+	started time.Time
+
+	// Guarded by c.q.mu.
+	engID      engine.SubID
+	registered bool // engID is valid
+	live       bool // accepted
+	ended      bool // removed from c.subs; nothing more is sent
+	cols       []query.Output
+}
+
+func newConn(s *Server, ws *websocket.Conn, remote string) *conn {
+	c := &conn{s: s, ws: ws, remote: remote, q: newQueue(s.cfg.MaxQueueBytes, &s.queueN),
+		subs: map[string]*sub{}, failed: make(chan struct{})}
+	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	return c
+}
+
+// serve runs the connection until the client goes, the server shuts it
+// down, or it fails.
+func (c *conn) serve(reqCtx context.Context) {
+	// The server's own frames are framed by us; the library's limit would
+	// close the connection on an oversized frame, which we answer instead.
+	c.ws.SetReadLimit(-1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.writeLoop()
+	}()
+	c.readLoop()
+	c.cancel()
+	<-done
+	c.teardown()
+	_ = c.ws.CloseNow()
+}
+
+// fail closes the connection with a close frame; the loops then end.
+func (c *conn) fail(code websocket.StatusCode, reason string) {
+	select {
+	case <-c.failed:
+		return
+	default:
+	}
+	c.q.mu.Lock()
+	select {
+	case <-c.failed:
+		c.q.mu.Unlock()
+		return
+	default:
+		close(c.failed)
+	}
+	c.q.closed = true
+	c.q.mu.Unlock()
+	if code == wire.CloseSlowConsumer {
+		c.s.log.Warn("s2s: closing a slow consumer", "remote", c.remote, "reason", reason)
+		if m := c.s.cfg.Metrics; m != nil {
+			m.SlowConsumers.Inc()
+		}
+	}
+	c.endAll()
+	// Close writes the close frame (waiting at most a few seconds for a
+	// stuck writer) and ends the read loop.
+	_ = c.ws.Close(code, reason)
+	c.cancel()
+}
+
+// endAll ends every subscription: no frame about them follows, and the
+// engine is told.
+func (c *conn) endAll() {
+	c.q.mu.Lock()
+	c.gone = true
+	var ids []engine.SubID
+	for _, sb := range c.subs {
+		if sb.registered {
+			ids = append(ids, sb.engID)
+		}
+		c.dropLocked(sb)
+	}
+	c.q.mu.Unlock()
+	for _, id := range ids {
+		c.unsubscribeEngine(id)
+	}
+}
+
+func (c *conn) teardown() {
+	c.q.mu.Lock()
+	c.q.closed = true
+	c.q.mu.Unlock()
+	c.endAll()
+	items, _ := c.q.take(nil)
+	_ = items
+}
+
+func (c *conn) unsubscribeEngine(id engine.SubID) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.s.cfg.Engine.Unsubscribe(ctx, id); err != nil && c.s.ctx.Err() == nil {
+		c.s.log.Warn("s2s: unsubscribe", "err", err)
+	}
+}
+
+// dropLocked removes sb from the connection.
+func (c *conn) dropLocked(sb *sub) {
+	if sb.ended {
+		return
+	}
+	sb.ended = true
+	delete(c.subs, sb.id)
+	if m := c.s.cfg.Metrics; m != nil {
+		m.Subscriptions.WithLabelValues(sb.mode.String()).Dec()
+	}
+}
+
+func (c *conn) subCounts() (rows, touch int) {
+	c.q.mu.Lock()
+	defer c.q.mu.Unlock()
+	for _, sb := range c.subs {
+		if sb.mode == engine.ModeTouch {
+			touch++
+		} else {
+			rows++
+		}
+	}
+	return rows, touch
+}
+
+// push queues a frame; a full queue closes the connection as a slow
+// consumer.
+func (c *conn) push(b []byte) {
+	c.q.mu.Lock()
+	ok := c.q.pushLocked(b)
+	c.q.mu.Unlock()
+	if !ok {
+		c.overflow()
+	}
+}
+
+func (c *conn) overflow() {
+	c.q.mu.Lock()
+	closed := c.gone
+	c.q.mu.Unlock()
+	select {
+	case <-c.failed:
+		return
+	default:
+	}
+	if closed {
+		return
+	}
+	// fail must not run on the engine's goroutine: it talks to the engine
+	// and to the socket.
+	go c.fail(wire.CloseSlowConsumer, fmt.Sprintf("outgoing queue passed %d bytes (--max-queue-bytes): read faster", c.s.cfg.MaxQueueBytes))
+}
+
+// Send implements engine.Sink. It runs on the engine's goroutine and never
+// blocks.
+func (sb *sub) Send(o engine.Output) {
+	c := sb.c
+	var frame []byte
+	switch o.Kind {
+	case engine.OutputAccepted:
+		frame = c.s.enc.accepted(sb.id, sb.mode, &o)
+	case engine.OutputDelta:
+		c.q.mu.Lock()
+		cols := sb.cols
+		c.q.mu.Unlock()
+		frame = c.s.enc.delta(sb.id, cols, &o)
+	case engine.OutputRefused:
+		frame = simpleFrame(wire.TypeRefused, sb.id, refusedCode(o.Reason), o.Reason, o.Retryable)
+	case engine.OutputEnded:
+		frame = simpleFrame(wire.TypeEnded, sb.id, "ended", o.Reason, o.Retryable)
+	}
+	c.q.mu.Lock()
+	if sb.ended {
+		c.q.mu.Unlock()
+		return
+	}
+	var ok bool
+	switch o.Kind {
+	case engine.OutputTouched:
+		ok = c.q.touchLocked(o.LSN, sb.id)
+	case engine.OutputAccepted:
+		sb.live = true
+		sb.cols = o.Columns
+		ok = c.q.pushLocked(frame)
+	case engine.OutputRefused, engine.OutputEnded:
+		c.dropLocked(sb)
+		ok = c.q.pushLocked(frame)
+	default:
+		ok = c.q.pushLocked(frame)
+	}
+	c.q.mu.Unlock()
+	if o.Kind == engine.OutputAccepted {
+		if m := c.s.cfg.Metrics; m != nil {
+			m.Hydration.Observe(time.Since(sb.started).Seconds())
+		}
+	}
+	if o.Kind == engine.OutputRefused {
+		c.s.countRefusal(refusedCode(o.Reason))
+	}
+	if !ok {
+		c.overflow()
+	}
+}
+
+// refusedCode names an engine refusal: the engine reports read failures
+// (timeouts, row limits) as reasons only.
+func refusedCode(reason string) string {
+	switch {
+	case bytes.Contains([]byte(reason), []byte("row limit")), bytes.Contains([]byte(reason), []byte("more rows")):
+		return "row_limit"
+	case bytes.Contains([]byte(reason), []byte("timeout")), bytes.Contains([]byte(reason), []byte("deadline")):
+		return "timeout"
+	}
+	return "read_failed"
+}
+
+func (s *Server) countRefusal(code string) {
+	if m := s.cfg.Metrics; m != nil {
+		m.Refusals.WithLabelValues(code).Inc()
+	}
+}
+
+func (c *conn) sendError(code, id, msg string) {
+	b, _ := wire.Encode(&wire.Error{Code: code, ID: id, Message: msg})
+	c.push(b)
+}
+
+func (c *conn) refuse(id, code, reason string, retryable bool) {
+	c.s.countRefusal(code)
+	c.push(simpleFrame(wire.TypeRefused, id, code, reason, retryable))
+}
+
+func (c *conn) readLoop() {
+	max := c.s.cfg.MaxFrameBytes
+	var buf bytes.Buffer
+	for {
+		typ, r, err := c.ws.Reader(c.ctx)
+		if err != nil {
+			return
+		}
+		buf.Reset()
+		limit := int64(max) + 1
+		if max == 0 {
+			limit = 1 << 62
+		}
+		n, err := buf.ReadFrom(io.LimitReader(r, limit))
+		if err != nil {
+			return
+		}
+		if max > 0 && n > int64(max) {
+			// Discard the rest without holding it: the frame is answered,
+			// not buffered.
+			rest, err := io.Copy(io.Discard, r)
+			if err != nil {
+				return
+			}
+			c.s.countRefusal(wire.CodeFrameTooLarge)
+			c.sendError(wire.CodeFrameTooLarge, "", fmt.Sprintf("frame of %d bytes is over the limit of %d (max_frame_bytes)", n+rest, max))
+			continue
+		}
+		if typ != websocket.MessageText {
+			c.sendError(wire.CodeBadFrame, "", "binary message: frames are JSON text messages")
+			continue
+		}
+		f, err := wire.Decode(buf.Bytes(), 0)
+		if err != nil {
+			var de *wire.DecodeError
+			code := wire.CodeBadFrame
+			id := ""
+			if errors.As(err, &de) {
+				code, id = de.Code, de.ID
+			}
+			c.sendError(code, id, err.Error())
+			continue
+		}
+		switch f := f.(type) {
+		case *wire.Subscribe:
+			c.subscribe(f)
+		case *wire.Unsubscribe:
+			c.unsubscribe(f.ID)
+		case *wire.Ping:
+			b, _ := wire.Encode(&wire.Pong{Data: f.Data})
+			c.push(b)
+		default:
+			c.sendError(wire.CodeUnknownType, "", fmt.Sprintf("a client does not send %q frames", f.FrameType()))
+		}
+	}
+}
+
+func decodeParams(ps []wire.Param) ([]query.Bind, error) {
+	binds := make([]query.Bind, len(ps))
+	for i, p := range ps {
+		b := query.Bind{OID: p.OID}
+		switch p.Format {
+		case "", wire.FormatText:
+			if p.Value != nil {
+				b.Data = []byte(*p.Value)
+			}
+		case wire.FormatBinary:
+			b.Format = query.FormatBinary
+			if p.Value != nil {
+				d, err := base64.StdEncoding.DecodeString(*p.Value)
+				if err != nil {
+					return nil, fmt.Errorf("parameter $%d: binary value is not base64: %v", i+1, err)
+				}
+				b.Data = d
+			}
+		default:
+			return nil, fmt.Errorf("parameter $%d: format %q is not text or binary", i+1, p.Format)
+		}
+		if p.Value != nil && b.Data == nil {
+			b.Data = []byte{}
+		}
+		binds[i] = b
+	}
+	return binds, nil
+}
+
+func (c *conn) subscribe(f *wire.Subscribe) {
+	if f.ID == "" {
+		c.sendError(wire.CodeBadID, "", "subscribe needs a non-empty id")
+		return
+	}
+	var mode engine.Mode
+	switch f.Mode {
+	case wire.ModeRows:
+		mode = engine.ModeRows
+	case wire.ModeTouch:
+		mode = engine.ModeTouch
+	default:
+		c.refuse(f.ID, wire.CodeBadMode, fmt.Sprintf("mode %q is not rows or touch", f.Mode), false)
+		return
+	}
+	binds, err := decodeParams(f.Params)
+	if err != nil {
+		c.refuse(f.ID, wire.CodeBadParam, err.Error(), false)
+		return
+	}
+	sb := &sub{c: c, id: f.ID, mode: mode, started: time.Now()}
+	c.q.mu.Lock()
+	if c.gone {
+		c.q.mu.Unlock()
+		return
+	}
+	if _, dup := c.subs[f.ID]; dup {
+		c.q.mu.Unlock()
+		c.sendError(wire.CodeBadID, f.ID, fmt.Sprintf("subscription id %q is already in use on this connection", f.ID))
+		return
+	}
+	if max := c.s.cfg.MaxSubscriptions; max > 0 && len(c.subs) >= max {
+		c.q.mu.Unlock()
+		c.refuse(f.ID, wire.CodeTooMany, fmt.Sprintf("this connection holds %d subscriptions, the limit (--max-subscriptions)", max), true)
+		return
+	}
+	c.subs[f.ID] = sb
+	c.q.mu.Unlock()
+	if m := c.s.cfg.Metrics; m != nil {
+		m.Subscriptions.WithLabelValues(mode.String()).Inc()
+	}
+	sql := f.SQL
+	go c.register(sb, sql, binds)
+}
+
+// register asks the engine for the subscription. It runs on a goroutine of
+// its own: compiling reads the catalog.
+func (c *conn) register(sb *sub, sql string, binds []query.Bind) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.SubscribeTimeout)
+	defer cancel()
+	id, ref, err := c.s.cfg.Engine.Subscribe(ctx, sql, binds, sb.mode, sb)
+	code, reason, retry := "", "", false
+	switch {
+	case ref != nil:
+		code, reason, retry = string(ref.Code), ref.Message, ref.Retryable
+	case errors.Is(err, context.DeadlineExceeded):
+		code, reason, retry = "timeout", fmt.Sprintf("compiling the query took longer than %v", c.s.cfg.SubscribeTimeout), true
+	case err != nil:
+		code, reason, retry = wire.CodeInternal, err.Error(), true
+	}
+	c.q.mu.Lock()
+	if code != "" {
+		if sb.ended {
+			c.q.mu.Unlock()
+			return
+		}
+		c.dropLocked(sb)
+		c.q.mu.Unlock()
+		c.refuse(sb.id, code, reason, retry)
+		return
+	}
+	sb.engID, sb.registered = id, true
+	ended := sb.ended
+	c.q.mu.Unlock()
+	if ended {
+		c.unsubscribeEngine(id)
+	}
+}
+
+func (c *conn) unsubscribe(id string) {
+	c.q.mu.Lock()
+	sb, ok := c.subs[id]
+	if !ok {
+		c.q.mu.Unlock()
+		c.sendError(wire.CodeUnknownID, id, fmt.Sprintf("no subscription %q on this connection", id))
+		return
+	}
+	c.dropLocked(sb)
+	reg, engID := sb.registered, sb.engID
+	c.q.mu.Unlock()
+	if reg {
+		c.unsubscribeEngine(engID)
+	}
+}
+
+// writeLoop sends hello, lag frames on their cadence, and the queue.
+func (c *conn) writeLoop() {
+	cfg := c.s.cfg
+	hello, _ := wire.Encode(&wire.Hello{
+		Protocol:         wire.Version,
+		Server:           cfg.ServerVersion,
+		SystemIdentifier: cfg.SystemIdentifier,
+		Database:         cfg.Database,
+		MaxSubscriptions: cfg.MaxSubscriptions,
+		MaxFrameBytes:    cfg.MaxFrameBytes,
+		LagIntervalMS:    int(cfg.LagInterval / time.Millisecond),
+	})
+	if c.write(hello) != nil || c.writeLag() != nil {
+		c.cancelLoops()
+		return
+	}
+	tick := time.NewTicker(cfg.LagInterval)
+	defer tick.Stop()
+	var items []item
+	var scratch []byte
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.failed:
+			return
+		case <-tick.C:
+			if c.writeLag() != nil {
+				c.cancelLoops()
+				return
+			}
+		case <-c.q.ready:
+			items, _ = c.q.take(items)
+			for i := range items {
+				b := items[i].frame
+				if t := items[i].touch; t != nil {
+					scratch = t.encode(scratch[:0])
+					b = scratch
+				}
+				if c.write(b) != nil {
+					c.cancelLoops()
+					return
+				}
+				items[i] = item{}
+			}
+		}
+	}
+}
+
+// cancelLoops ends both loops after a failed write.
+func (c *conn) cancelLoops() {
+	c.cancel()
+	_ = c.ws.CloseNow()
+}
+
+func (c *conn) write(b []byte) error {
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.WriteTimeout)
+	defer cancel()
+	return c.ws.Write(ctx, websocket.MessageText, b)
+}
+
+func (c *conn) writeLag() error {
+	ms, hb := c.s.lag(time.Now())
+	b := append([]byte(nil), `{"type":"lag","ms":`...)
+	if hb == nil {
+		b = append(b, "null}"...)
+	} else {
+		b = wire.AppendInt(b, ms)
+		b = append(b, `,"lsn":"`...)
+		b = append(b, hb.LSN.String()...)
+		b = append(b, `"}`...)
+	}
+	return c.write(b)
+}
