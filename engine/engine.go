@@ -1,0 +1,502 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/freshetdb/freshet/change"
+	"github.com/freshetdb/freshet/query"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Source is a stream of committed transactions and heartbeats in commit
+// order: what the engine follows. *pgwal.Reader is one.
+type Source interface {
+	// Next blocks for the next event: a *change.Txn fragment or a
+	// *change.Heartbeat. An error is final.
+	Next(ctx context.Context) (change.Event, error)
+	// Ack says everything up to and including lsn has been handled.
+	Ack(lsn change.LSN)
+}
+
+// Sink receives one subscription's outputs, in order: an Accepted (or a
+// Refused), then Deltas or Touched, and maybe an Ended. Refused and Ended
+// are the last. Send is called from the engine's own goroutine, which owns
+// every subscription: it must not block (queue the output, and apply a
+// slow-consumer policy of its own).
+type Sink interface {
+	Send(out Output)
+}
+
+// Default settings of Config.
+const (
+	DefaultReadTimeout     = 30 * time.Second
+	DefaultReadConcurrency = 4
+)
+
+// Config configures an Engine. The zero value of a setting takes its
+// default.
+type Config struct {
+	// Source is the change stream to follow (required).
+	Source Source
+	// ReadDSN is the database hydration reads and catalog lookups go to.
+	// It may be a replica or a pooler (PgBouncer in transaction mode):
+	// nothing relies on session state beyond one transaction. Required
+	// unless ReadPool is given.
+	ReadDSN string
+	// ReadPool, when set, is used instead of opening a pool on ReadDSN
+	// (the engine then does not close it).
+	ReadPool *pgxpool.Pool
+	// ReadTimeout bounds one read: connection, snapshot and every row.
+	ReadTimeout time.Duration
+	// ReadConcurrency is how many reads run at once.
+	ReadConcurrency int
+	// RowLimit refuses a subscription whose read returns more rows (not
+	// retryable). 0 takes DefaultReadRowLimit; negative lifts it.
+	RowLimit int
+	// WindowMargin is the rows held past OFFSET+LIMIT (CoreOptions).
+	WindowMargin int
+	// Query are the compile options: search path and complexity limits.
+	// Its Catalog, when nil, is a query.PGCatalog reading through the read
+	// pool. A catalog with an Invalidate(schema, table) method is told
+	// when the stream shows a table's new shape.
+	Query query.Options
+	// Types resolves non-built-in type OIDs (pgwal.Reader.Types()). May
+	// be nil.
+	Types change.TypeResolver
+	// Logger; nil is slog.Default().
+	Logger *slog.Logger
+}
+
+// ErrClosed is returned by an Engine that has been closed or whose stream
+// failed (Err says why).
+var ErrClosed = errors.New("engine closed")
+
+// Engine keeps subscriptions' results fresh: one goroutine owns the Core
+// and feeds it the change stream; hydration reads run on a pool of
+// workers; compiling happens on the caller's goroutine.
+type Engine struct {
+	cfg     Config
+	log     *slog.Logger
+	core    *Core
+	pool    *pgxpool.Pool
+	ownPool bool
+	catalog query.Catalog
+	reader  *reader
+	applied *appliedLog
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	events  chan change.Event
+	cmds    chan command
+	results chan readResult
+	queue   *readQueue
+	nextSub atomic.Uint64
+	pos     atomic.Uint64 // the core's position, for Position
+
+	done    chan struct{} // closed when the core goroutine ends
+	errMu   sync.Mutex
+	err     error
+	closing sync.Once
+
+	// Owned by the core goroutine.
+	sinks map[SubID]Sink
+}
+
+// command is a request run on the core goroutine.
+type command struct {
+	fn   func()
+	done chan struct{}
+}
+
+// readResult is a finished read, handed back to the core goroutine.
+type readResult struct {
+	id       ReadID
+	snap     Snapshot
+	rows     []query.Row
+	complete bool
+	err      error
+}
+
+// invalidator is what a catalog needs to be told about shape changes.
+type invalidator interface {
+	Invalidate(schema, name string)
+}
+
+// Open starts an engine following cfg.Source. It connects the read pool
+// (when not given one) and checks it can reach the database.
+func Open(ctx context.Context, cfg Config) (*Engine, error) {
+	if cfg.Source == nil {
+		return nil, errors.New("open engine: Config.Source is nil: give the change stream to follow (a *pgwal.Reader)")
+	}
+	if cfg.ReadPool == nil && cfg.ReadDSN == "" {
+		return nil, errors.New("open engine: Config.ReadDSN is empty: give the database to hydrate from, like postgres://user@host:5432/db")
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.ReadConcurrency <= 0 {
+		cfg.ReadConcurrency = DefaultReadConcurrency
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	e := &Engine{cfg: cfg, log: cfg.Logger, pool: cfg.ReadPool, applied: newAppliedLog(),
+		events: make(chan change.Event, 64), cmds: make(chan command), results: make(chan readResult),
+		queue: newReadQueue(), done: make(chan struct{}), sinks: make(map[SubID]Sink)}
+	if e.pool == nil {
+		pcfg, err := pgxpool.ParseConfig(cfg.ReadDSN)
+		if err != nil {
+			return nil, fmt.Errorf("open engine: parse ReadDSN: %w", err)
+		}
+		// Reads plus room for catalog lookups, so compiling is not
+		// queued behind long reads.
+		pcfg.MaxConns = int32(cfg.ReadConcurrency + 2)
+		// The simple protocol prepares nothing on the server, so catalog
+		// queries work through a transaction-mode pooler.
+		pcfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+		if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
+			pcfg.ConnConfig.RuntimeParams["application_name"] = "freshet-read"
+		}
+		if e.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
+			return nil, fmt.Errorf("open engine: read pool: %w", err)
+		}
+		e.ownPool = true
+		if err := e.pool.Ping(ctx); err != nil {
+			e.pool.Close()
+			return nil, fmt.Errorf("open engine: connect to the read database: %w", err)
+		}
+	}
+	e.catalog = cfg.Query.Catalog
+	if e.catalog == nil {
+		e.catalog = query.NewPGCatalog(e.pool)
+	}
+	e.cfg.Query.Catalog = e.catalog
+	e.core = NewCore(CoreOptions{WindowMargin: cfg.WindowMargin, ReadRowLimit: cfg.RowLimit, Types: cfg.Types})
+	e.reader = &reader{pool: e.pool, types: cfg.Types, log: e.applied, timeout: cfg.ReadTimeout}
+
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.wg.Add(2 + cfg.ReadConcurrency)
+	go e.pump()
+	go e.run()
+	for range cfg.ReadConcurrency {
+		go e.work()
+	}
+	return e, nil
+}
+
+// Subscribe compiles sql with its binds and registers it. It returns the
+// subscription's id, or a refusal when the query is not supported (an
+// answer, not an error: read PostgreSQL instead), or an error when it could
+// not decide (catalog I/O, ctx, a closed engine). The subscription's
+// outputs, starting with its Accepted or Refused, go to sink.
+func (e *Engine) Subscribe(ctx context.Context, sql string, binds []query.Bind, mode Mode, sink Sink) (SubID, *query.Refusal, error) {
+	if sink == nil {
+		return 0, nil, errors.New("subscribe: sink is nil")
+	}
+	plan, refusal, err := query.Compile(ctx, sql, binds, e.cfg.Query)
+	if err != nil {
+		return 0, nil, fmt.Errorf("subscribe: %w", err)
+	}
+	if refusal != nil {
+		return 0, refusal, nil
+	}
+	id := SubID(e.nextSub.Add(1))
+	err = e.do(ctx, func() {
+		e.sinks[id] = sink
+		e.core.Subscribe(id, plan, mode)
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("subscribe: %w", err)
+	}
+	return id, nil, nil
+}
+
+// Unsubscribe ends a subscription. Once it returns, its sink receives
+// nothing more. Unknown ids are ignored.
+func (e *Engine) Unsubscribe(ctx context.Context, id SubID) error {
+	return e.do(ctx, func() {
+		delete(e.sinks, id)
+		e.core.Unsubscribe(id)
+	})
+}
+
+// EngineStats describe an engine.
+type EngineStats struct {
+	Stats
+	Position change.LSN // the commit LSN (or heartbeat position) last applied
+	Queued   int        // reads waiting for a worker
+}
+
+// Stats returns the core's counters and the engine's position.
+func (e *Engine) Stats(ctx context.Context) (EngineStats, error) {
+	var s EngineStats
+	err := e.do(ctx, func() {
+		s = EngineStats{Stats: e.core.Stats(), Position: e.core.Position(), Queued: e.queue.len()}
+	})
+	return s, err
+}
+
+// Position returns the position the engine has applied: every output of
+// every transaction up to it has been handed to the sinks.
+func (e *Engine) Position() change.LSN { return change.LSN(e.pos.Load()) }
+
+// Done is closed when the engine has stopped (Close, or its stream failed).
+func (e *Engine) Done() <-chan struct{} { return e.done }
+
+// Err returns why the engine stopped, nil while it runs or after Close.
+func (e *Engine) Err() error {
+	e.errMu.Lock()
+	defer e.errMu.Unlock()
+	return e.err
+}
+
+// Close stops the engine: every live subscription is ended (retryable),
+// reads in flight are abandoned, and the read pool is closed when the
+// engine opened it. The Source is the caller's to close.
+func (e *Engine) Close() error {
+	e.closing.Do(func() {
+		e.cancel()
+		e.wg.Wait()
+		if e.ownPool {
+			e.pool.Close()
+		}
+	})
+	return nil
+}
+
+// do runs fn on the core goroutine and waits for it.
+func (e *Engine) do(ctx context.Context, fn func()) error {
+	c := command{fn: fn, done: make(chan struct{})}
+	select {
+	case e.cmds <- c:
+	case <-e.done:
+		return e.closedErr()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// The core goroutine runs every command it takes before it can end.
+	<-c.done
+	return nil
+}
+
+func (e *Engine) closedErr() error {
+	if err := e.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return ErrClosed
+}
+
+func (e *Engine) fail(err error) {
+	e.errMu.Lock()
+	if e.err == nil {
+		e.err = err
+	}
+	e.errMu.Unlock()
+	e.cancel()
+}
+
+// pump reads the stream into the core goroutine's queue. The queue is
+// bounded: a busy core slows the stream down rather than buffering it.
+func (e *Engine) pump() {
+	defer e.wg.Done()
+	for {
+		ev, err := e.cfg.Source.Next(e.ctx)
+		if err != nil {
+			if e.ctx.Err() == nil {
+				e.fail(fmt.Errorf("read change stream: %w", err))
+			}
+			return
+		}
+		select {
+		case e.events <- ev:
+		case <-e.ctx.Done():
+			return
+		}
+	}
+}
+
+// run is the core goroutine: the only one that touches the Core and the
+// sinks.
+func (e *Engine) run() {
+	defer e.wg.Done()
+	defer close(e.done)
+	for {
+		select {
+		case ev := <-e.events:
+			e.apply(ev)
+		case c := <-e.cmds:
+			c.fn()
+			close(c.done)
+		case r := <-e.results:
+			e.core.ReadDone(r.id, r.snap, r.rows, r.complete, r.err)
+		case <-e.ctx.Done():
+			e.endAll()
+			return
+		}
+		e.flush()
+	}
+}
+
+// apply hands one stream event to the core.
+func (e *Engine) apply(ev change.Event) {
+	switch ev := ev.(type) {
+	case *change.Txn:
+		if ev.Fragment == 0 {
+			// Recorded before the core sees it: a read the core asks
+			// for while applying it must find it in its snapshot (the
+			// stricter choice is always safe, see appliedLog).
+			e.applied.record(ev.XID)
+		}
+		for i := range ev.Changes {
+			if ch := &ev.Changes[i]; ch.Op == change.OpRelation && ch.Rel != nil {
+				if inv, ok := e.catalog.(invalidator); ok {
+					inv.Invalidate(ch.Rel.Schema, ch.Rel.Table)
+				}
+			}
+		}
+		e.core.Apply(ev)
+		if ev.Last {
+			e.advanced(ev.CommitLSN)
+		}
+	case *change.Heartbeat:
+		e.core.Advance(ev.LSN)
+		e.advanced(ev.LSN)
+	}
+}
+
+// advanced records that the core has applied everything up to lsn and
+// acknowledges it to the source. The outputs of lsn are handed to the
+// sinks (flush) before the next event is read, and the engine keeps no
+// state that must survive a restart: a restarted engine re-hydrates every
+// subscription from PostgreSQL, so it never needs the stream again from
+// before what it has applied. Acknowledging the applied position lets
+// PostgreSQL recycle WAL as soon as possible.
+func (e *Engine) advanced(lsn change.LSN) {
+	e.applied.advance(e.core.Position())
+	e.pos.Store(uint64(e.core.Position()))
+	e.cfg.Source.Ack(lsn)
+}
+
+// flush hands the core's outputs to the sinks and its reads to the
+// workers.
+func (e *Engine) flush() {
+	rd := e.core.Ready()
+	for _, out := range rd.Outputs {
+		sink := e.sinks[out.Sub]
+		if sink == nil {
+			continue
+		}
+		sink.Send(out)
+		if out.Kind == OutputRefused || out.Kind == OutputEnded {
+			delete(e.sinks, out.Sub)
+		}
+	}
+	if len(rd.Reads) > 0 {
+		m := e.applied.mark()
+		for _, r := range rd.Reads {
+			e.queue.push(queuedRead{req: r, mark: m})
+		}
+	}
+}
+
+// endAll ends every subscription when the engine stops.
+func (e *Engine) endAll() {
+	reason := "engine closed"
+	if err := e.Err(); err != nil {
+		reason = "engine stopped: " + err.Error()
+	}
+	for id, sink := range e.sinks {
+		sink.Send(Output{Sub: id, Kind: OutputEnded, LSN: e.core.Position(), Reason: reason, Retryable: true})
+		delete(e.sinks, id)
+	}
+}
+
+// work runs reads until the engine stops.
+func (e *Engine) work() {
+	defer e.wg.Done()
+	for {
+		q, ok := e.queue.pop(e.ctx)
+		if !ok {
+			return
+		}
+		snap, rows, complete, err := e.reader.read(e.ctx, q.req, q.mark)
+		if err != nil && e.ctx.Err() == nil {
+			e.log.Warn("hydration read failed", "read", q.req.ID, "sql", q.req.SQL, "err", err)
+		}
+		select {
+		case e.results <- readResult{id: q.req.ID, snap: snap, rows: rows, complete: complete, err: err}:
+		case <-e.ctx.Done():
+			return
+		}
+	}
+}
+
+// queuedRead is a read waiting for a worker, with the applied log's state
+// when the core asked for it.
+type queuedRead struct {
+	req  ReadRequest
+	mark mark
+}
+
+// readQueue is an unbounded FIFO of reads: the core goroutine pushes
+// without ever waiting; the workers pop. Its length is bounded by the
+// views being hydrated, each of which has at most one read in flight.
+type readQueue struct {
+	mu    sync.Mutex
+	items []queuedRead
+	ready chan struct{} // has a token while items is not empty
+}
+
+func newReadQueue() *readQueue { return &readQueue{ready: make(chan struct{}, 1)} }
+
+func (q *readQueue) push(r queuedRead) {
+	q.mu.Lock()
+	q.items = append(q.items, r)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (q *readQueue) pop(ctx context.Context) (queuedRead, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.items) > 0 {
+			r := q.items[0]
+			q.items[0] = queuedRead{}
+			q.items = q.items[1:]
+			more := len(q.items) > 0
+			q.mu.Unlock()
+			if more {
+				// Pass the token on so another worker wakes.
+				select {
+				case q.ready <- struct{}{}:
+				default:
+				}
+			}
+			return r, true
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.ready:
+		case <-ctx.Done():
+			return queuedRead{}, false
+		}
+	}
+}
+
+func (q *readQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items)
+}

@@ -1,0 +1,300 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/freshetdb/freshet/change"
+	"github.com/freshetdb/freshet/query"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// snapshotSQL opens a hydration read. The transaction's snapshot is fixed by
+// its first statement, the SELECT, before the SELECT evaluates anything, so
+// the WAL position it reads comes after the snapshot:
+//
+//   - On a primary, pg_current_wal_insert_lsn() is at or past the end of
+//     every commit record written so far. A transaction becomes visible only
+//     when it leaves the proc array, which it does after inserting its
+//     commit record; so every transaction visible in the snapshot has a
+//     commit LSN below the position read.
+//   - On a standby (pg_is_in_recovery()) there is no insert position;
+//     pg_last_wal_replay_lsn() is the end of the last record replayed. A
+//     transaction becomes visible to standby snapshots while its commit
+//     record is replayed, just before the replay position moves past the
+//     record, so a visible transaction's commit LSN (the record's start) is
+//     at most the position read. The core lands a read once its position
+//     is at or past Snapshot.LSN, which covers both.
+//
+// CASE evaluates only the branch it takes, so the insert position is never
+// asked of a standby (where it is an error). The settings pin the text
+// forms to the ones the change format decodes; SET LOCAL keeps them to this
+// transaction, so a pooler (PgBouncer in transaction mode) sees no session
+// state. They come after the SELECT: SET takes no snapshot, but the SELECT
+// must be the first statement that does, and settings change only how
+// values are printed, which no statement before the read prints.
+const snapshotSQL = `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY;
+SELECT pg_current_snapshot()::text, (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text;
+SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, MDY'; SET LOCAL IntervalStyle = 'postgres';
+SET LOCAL extra_float_digits = 1; SET LOCAL bytea_output = 'hex'`
+
+// ErrSnapshotBehind is wrapped by a read that could not get a snapshot
+// containing every transaction the engine had applied when the read was
+// asked for (a standby replaying behind the change stream) within the read
+// timeout.
+var ErrSnapshotBehind = errors.New("read snapshot is behind the change stream")
+
+// appliedLog remembers the transactions the core goroutine has applied,
+// so a hydration read can check that its snapshot contains every one
+// applied before the read was asked for. The core buffers a view's
+// transactions only from the moment it asks for the read; a transaction
+// applied before that and missing from the snapshot would never reach the
+// view. That happens when a committing backend has written and flushed its
+// commit record (so the stream delivered it) but not yet left the proc
+// array when the snapshot is taken, and when the reads go to a standby that
+// replays behind the stream. The read then retries with a new snapshot.
+type appliedLog struct {
+	mu   sync.Mutex
+	seq  uint64     // transactions recorded so far
+	pos  change.LSN // the core's position after the last record
+	ring []appliedTxn
+}
+
+type appliedTxn struct {
+	xid uint32
+	seq uint64
+}
+
+// appliedLogSize bounds how many recent transactions are remembered. Only
+// the last few can still be in progress in a new snapshot on a primary; on
+// a standby the position check covers the rest.
+const appliedLogSize = 1 << 14
+
+func newAppliedLog() *appliedLog { return &appliedLog{ring: make([]appliedTxn, appliedLogSize)} }
+
+// record notes that the core started applying transaction xid.
+func (l *appliedLog) record(xid uint32) {
+	if xid == 0 {
+		return
+	}
+	l.mu.Lock()
+	l.seq++
+	l.ring[l.seq%appliedLogSize] = appliedTxn{xid: xid, seq: l.seq}
+	l.mu.Unlock()
+}
+
+// advance notes the core's position.
+func (l *appliedLog) advance(pos change.LSN) {
+	l.mu.Lock()
+	if pos > l.pos {
+		l.pos = pos
+	}
+	l.mu.Unlock()
+}
+
+// mark is the log's state when a read is asked for.
+type mark struct {
+	seq uint64
+	pos change.LSN
+}
+
+func (l *appliedLog) mark() mark {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return mark{seq: l.seq, pos: l.pos}
+}
+
+// missing returns a transaction applied at or before m that snap does not
+// contain, or reports that the snapshot's position is behind m's.
+func (l *appliedLog) missing(m mark, snap Snapshot) (xid uint32, behind, found bool) {
+	if snap.LSN < m.pos {
+		return 0, true, true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := uint64(0); i < appliedLogSize && i < m.seq; i++ {
+		e := l.ring[(m.seq-i)%appliedLogSize]
+		if e.seq != m.seq-i {
+			break // overwritten by newer ones
+		}
+		if !snap.Visible(e.xid) {
+			return e.xid, false, true
+		}
+		// Ids below xmin are visible, and the ring is in apply order,
+		// which is commit order, not id order: keep looking.
+	}
+	return 0, false, false
+}
+
+// reader runs hydration reads on a pool of its own.
+type reader struct {
+	pool  *pgxpool.Pool
+	types change.TypeResolver
+	log   *appliedLog
+	// timeout bounds a whole read: the connection, the snapshot and every
+	// row.
+	timeout time.Duration
+}
+
+// read runs req: it opens a REPEATABLE READ transaction, takes its snapshot
+// and WAL position, checks the snapshot contains what was applied at m,
+// runs the request's SQL and decodes its rows. It returns the rows and
+// whether they are complete (fewer than req.Want, or no LIMIT).
+func (h *reader) read(ctx context.Context, req ReadRequest, m mark) (Snapshot, []query.Row, bool, error) {
+	if h.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.timeout)
+		defer cancel()
+	}
+	conn, err := h.pool.Acquire(ctx)
+	if err != nil {
+		return Snapshot{}, nil, false, fmt.Errorf("acquire read connection: %w", err)
+	}
+	// pgxpool destroys a connection released inside a transaction or
+	// closed, so every error path below may simply release it.
+	defer conn.Release()
+	pc := conn.Conn().PgConn()
+
+	var snap Snapshot
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		snap, err = beginSnapshot(ctx, pc)
+		if err != nil {
+			return Snapshot{}, nil, false, err
+		}
+		xid, behind, found := h.log.missing(m, snap)
+		if !found {
+			break
+		}
+		if err := pc.Exec(ctx, "ROLLBACK").Close(); err != nil {
+			return Snapshot{}, nil, false, fmt.Errorf("roll back read transaction: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			if behind {
+				return Snapshot{}, nil, false, fmt.Errorf("%w: the read database has replayed to %s, the stream is at %s (is the DSN a lagging replica?): %w",
+					ErrSnapshotBehind, snap.LSN, m.pos, ctx.Err())
+			}
+			return Snapshot{}, nil, false, fmt.Errorf("%w: transaction %d is committed in the stream but not visible to snapshot %s: %w",
+				ErrSnapshotBehind, xid, snap, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+
+	rows, complete, err := h.rows(ctx, conn, req)
+	if err != nil {
+		return Snapshot{}, nil, false, err
+	}
+	if err := pc.Exec(ctx, "COMMIT").Close(); err != nil {
+		return Snapshot{}, nil, false, fmt.Errorf("end read transaction: %w", err)
+	}
+	return snap, rows, complete, nil
+}
+
+// beginSnapshot opens the read transaction and returns its snapshot.
+func beginSnapshot(ctx context.Context, pc *pgconn.PgConn) (Snapshot, error) {
+	res, err := pc.Exec(ctx, snapshotSQL).ReadAll()
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("open read transaction: %w", err)
+	}
+	if len(res) < 2 || len(res[1].Rows) != 1 || len(res[1].Rows[0]) != 2 {
+		return Snapshot{}, fmt.Errorf("open read transaction: unexpected reply to the snapshot query (%d results)", len(res))
+	}
+	row := res[1].Rows[0]
+	snap, err := ParseSnapshot(string(row[0]))
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("open read transaction: %w", err)
+	}
+	if row[1] == nil {
+		return Snapshot{}, errors.New("open read transaction: the server reports no WAL position (a standby that has not replayed anything yet?)")
+	}
+	if snap.LSN, err = change.ParseLSN(string(row[1])); err != nil {
+		return Snapshot{}, fmt.Errorf("open read transaction: %w", err)
+	}
+	return snap, nil
+}
+
+// readCols is one column of a read's result: where it goes and how it
+// decodes.
+type readCol struct {
+	src int
+	typ change.Type
+	oid uint32
+}
+
+// rows runs req's SQL in the open transaction and decodes its rows.
+func (h *reader) rows(ctx context.Context, conn *pgxpool.Conn, req ReadRequest) ([]query.Row, bool, error) {
+	plan := req.Plan
+	var cols []readCol
+	var keyCol []int // per entry of req.Sources: index in cols of its first key column
+	for _, s := range req.Sources {
+		keyCol = append(keyCol, len(cols))
+		for _, c := range plan.Sources[s].Columns {
+			cols = append(cols, readCol{src: s, typ: c.Type, oid: c.TypeOID})
+		}
+	}
+	pc := conn.Conn().PgConn()
+	// No result formats: every column comes in text form, which the change
+	// format decodes exactly for every type.
+	rr := pc.ExecParams(ctx, req.SQL, req.Args, req.ArgOIDs, req.ArgFormats, nil)
+	if fds := rr.FieldDescriptions(); fds != nil && len(fds) != len(cols) {
+		rr.Close()
+		return nil, false, fmt.Errorf("read %q: got %d columns, want %d", req.SQL, len(fds), len(cols))
+	}
+	var out []query.Row
+	for rr.NextRow() {
+		if req.RowLimit > 0 && len(out) >= req.RowLimit {
+			// Stop the server sending the rest: close the connection
+			// (the pool replaces it) rather than reading it all.
+			conn.Hijack().Close(context.Background())
+			return nil, false, fmt.Errorf("%w: the query selects more than %d rows (raise the row limit or narrow the query)", ErrRowLimit, req.RowLimit)
+		}
+		vals := rr.Values()
+		if len(vals) != len(cols) {
+			rr.Close()
+			return nil, false, fmt.Errorf("read %q: got %d values, want %d", req.SQL, len(vals), len(cols))
+		}
+		row := make(query.Row, len(plan.Sources))
+		for k, s := range req.Sources {
+			src := plan.Sources[s]
+			first := keyCol[k]
+			// A null-extended source has NULL keys (a primary key is
+			// never NULL in a row that exists).
+			if src.Nullable && vals[first] == nil {
+				continue
+			}
+			vs := make([]any, len(src.Columns))
+			for j := range vs {
+				b := vals[first+j]
+				if b == nil {
+					continue
+				}
+				v, err := decodeText(cols[first+j], b, h.types)
+				if err != nil {
+					rr.Close()
+					return nil, false, fmt.Errorf("read %s.%s: %w", src.Alias, src.Columns[j].Name, err)
+				}
+				vs[j] = v
+			}
+			row[s] = vs
+		}
+		out = append(out, row)
+	}
+	if _, err := rr.Close(); err != nil {
+		return nil, false, fmt.Errorf("read rows: %w", err)
+	}
+	complete := req.Want <= 0 || int64(len(out)) < req.Want
+	return out, complete, nil
+}
+
+// decodeText decodes one column's text form.
+func decodeText(c readCol, b []byte, types change.TypeResolver) (any, error) {
+	v := change.Value{Kind: change.Text, Data: b}
+	if c.typ.OID != 0 {
+		return change.Decode(c.typ, v, types)
+	}
+	return change.DecodeOID(c.oid, v, types)
+}
