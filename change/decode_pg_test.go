@@ -572,6 +572,31 @@ func TestRandomValuesPostgres(t *testing.T) {
 				}
 			}
 		},
+		"text[]": func() (uint32, any) {
+			pieces := []string{"a", "NULL", "null", " ", "\"", "\\", "{", "}", ",", "é", "x y", "\t", "1", ";"}
+			ndim := 1 + rng.IntN(3)
+			a := Array{Dims: make([]ArrayDim, ndim)}
+			total := 1
+			for d := range a.Dims {
+				a.Dims[d] = ArrayDim{Len: int32(1 + rng.IntN(3)), Lower: 1}
+				if rng.IntN(3) == 0 {
+					a.Dims[d].Lower = int32(rng.IntN(20) - 10)
+				}
+				total *= int(a.Dims[d].Len)
+			}
+			for i := 0; i < total; i++ {
+				if rng.IntN(6) == 0 {
+					a.Elems = append(a.Elems, nil)
+					continue
+				}
+				var b strings.Builder
+				for k := rng.IntN(4); k > 0; k-- {
+					b.WriteString(pieces[rng.IntN(len(pieces))])
+				}
+				a.Elems = append(a.Elems, b.String())
+			}
+			return OIDTextArray, a
+		},
 		"float4int": func() (uint32, any) {
 			return OIDFloat4, float64(float32(rng.Int64() >> (20 + rng.IntN(40))))
 		},
@@ -624,7 +649,7 @@ func TestRandomValuesPostgres(t *testing.T) {
 			return OIDInterval, iv
 		},
 	}
-	for _, typ := range []string{"float8", "float8int", "float8tie", "float4", "float4int", "float4tie", "numeric", "date", "timestamp", "timestamptz", "time", "timetz", "interval"} {
+	for _, typ := range []string{"float8", "float8int", "float8tie", "float4", "float4int", "float4tie", "numeric", "date", "timestamp", "timestamptz", "time", "timetz", "interval", "text[]"} {
 		t.Run(typ, func(t *testing.T) {
 			var oid uint32
 			var vals []any
@@ -665,6 +690,26 @@ func TestRandomValuesPostgres(t *testing.T) {
 			}
 			if i != n {
 				t.Fatalf("got %d rows, want %d", i, n)
+			}
+			rows.Close()
+
+			// The same values in binary form.
+			rows, err = conn.Query(ctx, fmt.Sprintf("SELECT l::%s FROM unnest($1::text[]) l", sqlType), pgx.QueryResultFormats{pgx.BinaryFormatCode}, texts)
+			if err != nil {
+				t.Fatalf("query: %v", err)
+			}
+			for i = 0; rows.Next(); i++ {
+				v, err := DecodeOID(oid, Value{Kind: Binary, Data: rows.RawValues()[0]}, nil)
+				if err != nil {
+					t.Fatalf("decode binary %x: %v", rows.RawValues()[0], err)
+				}
+				if s, err := FormatOID(oid, v, nil); (err != nil || s != texts[i]) && bad < 10 {
+					bad++
+					t.Errorf("%s: binary %x prints as %q, %v; want %q", typ, rows.RawValues()[0], s, err, texts[i])
+				}
+			}
+			if err := rows.Err(); err != nil || i != n {
+				t.Fatalf("binary query: %d rows, %v", i, err)
 			}
 		})
 	}
