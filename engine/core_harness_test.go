@@ -66,6 +66,7 @@ type harness struct {
 	byOID   map[uint32]*htable
 	history []htxn
 	pending []change.Change // the transaction being written
+	live    map[string]map[string]hrow
 	nextOID uint32
 	nextXID uint32
 	lsn     change.LSN
@@ -175,6 +176,15 @@ func (h *harness) decode(col *query.Column, s *string) any {
 		h.t.Fatalf("decode %q as %s: %v", *s, col.Type.Name, err)
 	}
 	return v
+}
+
+// now returns the database with every committed transaction (shared:
+// don't change it).
+func (h *harness) now() map[string]map[string]hrow {
+	if h.live == nil {
+		h.live = h.state(func(htxn) bool { return true })
+	}
+	return h.live
 }
 
 // state returns the database as a snapshot sees it: per table, rows by key.
@@ -447,7 +457,7 @@ func (h *harness) verify() {
 	if h.core.st.inTxn {
 		return
 	}
-	st := h.state(func(htxn) bool { return true })
+	st := h.now()
 	for id, m := range h.models {
 		if m.gone || !m.accepted || m.mode != ModeRows {
 			continue
@@ -620,6 +630,10 @@ func (h *harness) commit(frag int) change.LSN {
 	tx := htxn{xid: h.nextXID, lsn: h.lsn, changes: h.pending}
 	h.pending = nil
 	h.history = append(h.history, tx)
+	st := h.now()
+	for _, ch := range tx.changes {
+		h.applyTo(st, ch)
+	}
 	n := len(tx.changes)
 	if frag <= 0 {
 		frag = max(n, 1)

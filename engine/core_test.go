@@ -4,7 +4,11 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"testing"
+
+	"github.com/freshetdb/freshet/change"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -66,3 +70,195 @@ func TestFilter(t *testing.T) {
 	h.commit(0)
 	golden(t, h)
 }
+
+func TestSharedViewAndTouch(t *testing.T) {
+	h := itemsHarness(t)
+	h.insert("items", "1", "apple", "5", "fruit")
+	h.commit(0)
+	h.subscribe(1, "SELECT * FROM items WHERE cat = 'fruit'", ModeRows)
+	h.note("same query written differently shares the view: no second read")
+	h.subscribe(2, "select *   from ITEMS where cat='fruit'", ModeTouch)
+	h.answerAll()
+	h.subscribe(3, "SELECT * FROM items WHERE cat = 'fruit'", ModeRows)
+	if got := h.core.Stats().Views; got != 1 {
+		t.Errorf("Views = %d, want 1", got)
+	}
+	h.insert("items", "2", "kiwi", "3", "fruit")
+	h.insert("items", "3", "leek", "3", "veg")
+	h.commit(0)
+	h.note("a change no view can see: no output")
+	h.insert("items", "4", "kale", "3", "veg")
+	h.commit(0)
+	h.unsubscribe(1)
+	h.unsubscribe(3)
+	h.delete("items", "2")
+	h.commit(0)
+	h.unsubscribe(2)
+	if st := h.core.Stats(); st.Views != 0 || st.HeldRows != 0 || st.Subs != 0 {
+		t.Errorf("Stats after the last unsubscribe = %+v, want all zero", st)
+	}
+	golden(t, h)
+}
+
+func TestTxnNetEffect(t *testing.T) {
+	h := itemsHarness(t)
+	h.insert("items", "1", "apple", "15", "fruit")
+	h.insert("items", "2", "pear", "15", "fruit")
+	h.commit(0)
+	h.subscribe(1, "SELECT id, name, price FROM items WHERE price > 10", ModeRows)
+	h.answerAll()
+	h.note("insert, update, update, delete of one row in one txn: nothing")
+	h.insert("items", "3", "fig", "20", "fruit")
+	h.update("items", nil, "3", "fig", "21", "fruit")
+	h.update("items", nil, "3", "fig", "22", "fruit")
+	h.delete("items", "3")
+	h.commit(0)
+	h.note("out and back in with the same values: nothing")
+	h.update("items", nil, "1", "apple", "5", "fruit")
+	h.update("items", nil, "1", "apple", "15", "fruit")
+	h.commit(0)
+	h.note("primary key change: old key removed, new key upserted")
+	h.update("items", []string{"2"}, "20", "pear", "15", "fruit")
+	h.commit(0)
+	h.note("key change out of the filter, spread over fragments")
+	h.update("items", []string{"20"}, "21", "pear", "1", "fruit")
+	h.update("items", nil, "1", "apple", "16", "fruit")
+	h.insert("items", "5", "lime", "50", "fruit")
+	h.commit(1)
+	golden(t, h)
+}
+
+func TestToast(t *testing.T) {
+	h := itemsHarness(t)
+	h.insert("items", "1", "apple", "15", "fruit")
+	h.insert("items", "2", "pear", "5", "fruit")
+	h.commit(0)
+	h.subscribe(1, "SELECT id, name, price FROM items WHERE price > 10", ModeRows)
+	h.answerAll()
+	h.note("unchanged name of a held row is filled from the held row")
+	h.update("items", nil, "1", "@u", "16", "fruit")
+	h.commit(0)
+	h.note("unchanged name of a row not held moving in: the view reads again")
+	h.update("items", nil, "2", "@u", "50", "fruit")
+	h.commit(0)
+	h.answerAll()
+	golden(t, h)
+}
+
+func TestTruncate(t *testing.T) {
+	h := itemsHarness(t)
+	h.insert("items", "1", "apple", "15", "fruit")
+	h.insert("items", "2", "pear", "5", "fruit")
+	h.commit(0)
+	h.subscribe(1, "SELECT id FROM items", ModeRows)
+	h.subscribe(2, "SELECT count(*) FROM items", ModeRows)
+	h.answerAll()
+	h.truncate("items")
+	h.insert("items", "3", "fig", "1", "fruit")
+	h.commit(0)
+	golden(t, h)
+}
+
+func TestCount(t *testing.T) {
+	h := itemsHarness(t)
+	h.insert("items", "1", "apple", "15", "fruit")
+	h.insert("items", "2", "pear", "5", "fruit")
+	h.commit(0)
+	h.subscribe(1, "SELECT count(*) FROM items WHERE price > 10", ModeRows)
+	h.answerAll()
+	h.insert("items", "3", "fig", "20", "fruit")
+	h.commit(0)
+	h.note("update without old tuple moving a row out: the held key says it matched")
+	h.update("items", nil, "1", "apple", "1", "fruit")
+	h.commit(0)
+	h.note("no change to the count: no output")
+	h.update("items", nil, "3", "fig", "21", "fruit")
+	h.update("items", nil, "2", "pear", "6", "fruit")
+	h.commit(0)
+	h.delete("items", "3")
+	h.commit(0)
+	golden(t, h)
+}
+
+func TestWindow(t *testing.T) {
+	h := itemsHarness(t) // margin 2
+	for i, n := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		h.insert("items", itoa(i+1), n, itoa(10*(i+1)), "x")
+	}
+	h.commit(0)
+	h.note("ORDER BY price LIMIT 2 OFFSET 1: holds 1+2+2 rows")
+	h.subscribe(1, "SELECT id, name, price FROM items ORDER BY price LIMIT 2 OFFSET 1", ModeRows)
+	h.answerAll()
+	h.note("a row before the window shifts it")
+	h.insert("items", "9", "z", "1", "x")
+	h.commit(0)
+	h.note("rows leaving are replaced by followers held in the margin")
+	h.delete("items", "2")
+	h.commit(0)
+	h.note("margin exhausted: refill read; deltas wait; one delta when it lands")
+	h.delete("items", "3")
+	h.delete("items", "9")
+	h.commit(0)
+	h.delete("items", "4")
+	h.delete("items", "5")
+	h.commit(0)
+	h.answerAll()
+	h.note("a row beyond the held rows: nothing")
+	h.update("items", nil, "8", "h", "85", "x")
+	h.commit(0)
+	h.note("a row moving from beyond into the window")
+	h.update("items", nil, "8", "h", "5", "x")
+	h.commit(0)
+	golden(t, h)
+}
+
+func TestHydrationBuffered(t *testing.T) {
+	h := itemsHarness(t)
+	h.insert("items", "1", "apple", "15", "fruit")
+	h.commit(0) // 0/10
+	h.subscribe(1, "SELECT id, name, price FROM items WHERE price > 10", ModeRows)
+	h.insert("items", "2", "pear", "20", "fruit")
+	lsn2 := h.commit(0) // 0/20: visible in the read
+	h.insert("items", "3", "fig", "30", "fruit")
+	h.commit(0) // 0/30: not visible (still running at the snapshot)
+	h.update("items", nil, "1", "apple", "16", "fruit")
+	h.commit(0) // 0/40: after the snapshot
+	h.note("read at 0/31 with 0/30's xid in progress: 0/30 and 0/40 are replayed")
+	h.answer(1, lsn2+0x11, h.nextXID-1)
+	h.note("a read whose snapshot the stream has not passed waits")
+	h.subscribe(2, "SELECT id FROM items WHERE price < 100", ModeRows)
+	h.answer(2, h.lsn+0x20)
+	h.insert("items", "4", "kiwi", "40", "fruit")
+	h.commit(0)
+	h.insert("items", "5", "lime", "50", "fruit")
+	h.commit(0)
+	golden(t, h)
+}
+
+func TestSchemaChange(t *testing.T) {
+	h := itemsHarness(t)
+	h.insert("items", "1", "apple", "15", "fruit")
+	h.commit(0)
+	h.subscribe(1, "SELECT id, name FROM items", ModeRows)
+	h.subscribe(2, "SELECT id, price FROM items", ModeRows)
+	h.answerAll()
+	h.note("a column added: nothing ends; the new column is carried")
+	ht := h.tables["items"]
+	rel := *ht.rel
+	rel.Columns = append(append([]change.Column{}, rel.Columns...), change.Column{Name: "extra", TypeOID: change.OIDInt4, TypeMod: -1})
+	ht.rel = &rel
+	h.pending = append(h.pending, change.Change{Op: change.OpRelation, Rel: ht.rel})
+	h.insert("items", "2", "pear", "5", "fruit", "7")
+	h.commit(0)
+	h.note("price retyped: the view using it ends, the other goes on")
+	rel2 := *ht.rel
+	rel2.Columns = slices.Clone(rel2.Columns)
+	rel2.Columns[2].TypeOID = change.OIDInt8
+	ht.rel = &rel2
+	h.pending = append(h.pending, change.Change{Op: change.OpRelation, Rel: ht.rel})
+	h.insert("items", "3", "fig", "5", "fruit", "8")
+	h.commit(0)
+	golden(t, h)
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -339,6 +339,7 @@ func sameValue(a, b any) bool {
 	// results even when = holds: compare the decoded forms exactly.
 	return reflect.DeepEqual(a, b)
 }
+
 // emit sends a delta to the view's subscribers.
 func (s *state) emit(v *view, d delta, lsn change.LSN) {
 	if !d.changed {
