@@ -38,7 +38,9 @@ func TestLiteralInput(t *testing.T) {
 		{"code", "bpchar", []string{"ab", "ab   ", "abcdef"}},
 	}
 	var accepted, refused int
-	defer func() { t.Logf("%d literals accepted (and read as PostgreSQL reads them), %d refused", accepted, refused) }()
+	defer func() {
+		t.Logf("%d literals accepted (and read as PostgreSQL reads them), %d refused", accepted, refused)
+	}()
 	for _, tc := range cases {
 		var oid uint32
 		if err := conn.QueryRow(ctx, "SELECT $1::regtype::oid", tc.typ).Scan(&oid); err != nil {
