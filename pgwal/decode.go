@@ -370,7 +370,7 @@ func (d *Decoder) applyChange(b *txnBuilder, w *wire, t byte, local map[uint32]*
 			vals = d.slab.values(2 * n)
 			c.Old = d.row(w, rel, vals[n:])
 			c.OldIsRow = k == tupleOld
-			if k == tupleKey {
+			if k == tupleKey && w.err == nil {
 				keyOnly(rel, c.Old)
 			}
 			k = w.u8("tuple marker")
@@ -413,7 +413,7 @@ func (d *Decoder) applyChange(b *txnBuilder, w *wire, t byte, local map[uint32]*
 		}
 		c.Old = d.row(w, rel, d.slab.values(n))
 		c.OldIsRow = k == tupleOld
-		if k == tupleKey {
+		if k == tupleKey && w.err == nil {
 			keyOnly(rel, c.Old)
 		}
 		w.end()

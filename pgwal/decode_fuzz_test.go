@@ -10,8 +10,9 @@ import (
 )
 
 // fuzzFrame packs a protocol version and a sequence of messages into one
-// fuzz input: a byte (odd = protocol 2), then per message a big-endian
-// uint16 length and the message.
+// fuzz input: a flags byte (bit 0: protocol 2; bit 1: start with
+// fuzzPrelude), then per message a big-endian uint16 length and the
+// message.
 func fuzzFrame(proto int, msgs ...[]byte) []byte {
 	b := []byte{byte(proto - 1)}
 	for _, m := range msgs {
@@ -24,11 +25,26 @@ func fuzzFrame(proto int, msgs ...[]byte) []byte {
 	return b
 }
 
+// fuzzPrelude opens a transaction (a stream block for protocol 2) and
+// describes relT and relF, so that single change messages reach the
+// decoding of rows.
+func fuzzPrelude(proto int) [][]byte {
+	if proto == 2 {
+		s := enc{stream: true, xid: 700}
+		return [][]byte{encStreamStart(700, true), s.relation(relT), s.relation(relF)}
+	}
+	e := enc{}
+	return [][]byte{encBegin(0x100, ts1, 7), e.relation(relT), e.relation(relF)}
+}
+
 func fuzzUnframe(data []byte) (proto int, msgs [][]byte) {
 	if len(data) == 0 {
 		return 1, nil
 	}
 	proto = 1 + int(data[0]&1)
+	if data[0]&2 != 0 {
+		msgs = fuzzPrelude(proto)
+	}
 	data = data[1:]
 	for len(data) >= 2 {
 		n := int(binary.BigEndian.Uint16(data))
@@ -73,6 +89,31 @@ func FuzzDecode(f *testing.F) {
 		s.relation(relT2), encStreamStop(), encStreamCommit(700, 0x300, 0x308, ts2)))
 
 	dir := f.TempDir() // one per process: Close must leave it empty
+	// Single change messages after the prelude.
+	withPrelude := func(proto int, msgs ...[]byte) []byte {
+		b := fuzzFrame(proto, msgs...)
+		b[0] |= 2
+		return b
+	}
+	for _, m := range [][]byte{
+		e.insert(16384, cols(txt("1"), bin("\x00"), null())),
+		e.update(16384, tupleKey, cols(txt("1"), null(), null()), cols(txt("2"), txt("v"), toast())),
+		e.update(16390, tupleOld, cols(txt("1"), txt("a"), txt("b")), cols(txt("1"), txt("c"), toast())),
+		e.delete(16390, tupleOld, cols(txt("1"), null(), txt("b"))),
+		e.truncate(1, 16384, 16390),
+		e.message(true, 9, "m", "content"),
+	} {
+		f.Add(withPrelude(1, m, encCommit(0x100, 0x108, ts1)))
+	}
+	for _, m := range [][]byte{
+		s.insert(16384, cols(txt("1"), bin("\x00"), null())),
+		s.update(16390, tupleOld, cols(txt("1"), txt("a"), txt("b")), cols(txt("1"), txt("c"), toast())),
+		s.delete(16384, tupleKey, cols(txt("1"), null(), null())),
+		s.truncate(2, 16390),
+	} {
+		f.Add(withPrelude(2, m, encStreamStop(), encStreamAbort(700, 701), encStreamCommit(700, 0x300, 0x308, ts2)))
+	}
+
 	f.Fuzz(func(t *testing.T, data []byte) {
 		proto, msgs := fuzzUnframe(data)
 		d := NewDecoder(DecoderOptions{ProtoVersion: proto, HeartbeatPrefix: "hb", FragmentChanges: 3, FragmentBytes: 64, MemoryLimit: 128, SpillDir: dir})

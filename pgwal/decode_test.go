@@ -375,6 +375,8 @@ func TestDecodeErrors(t *testing.T) {
 		{name: "column count mismatch", setup: [][]byte{begin, e.relation(relT)}, msg: e.insert(16384, cols(txt("1"))), typ: 'I', offset: 6, contains: "tuple has 1 columns"},
 		{name: "unknown column kind", setup: [][]byte{begin, e.relation(relT)}, msg: e.insert(16384, cols(col{kind: 'x'}, null(), null())), typ: 'I', offset: 8, contains: "unknown tuple column kind 0x78"},
 		{name: "value longer than message", setup: [][]byte{begin, e.relation(relT)}, msg: buf{msgInsert}.u32(16384).u8('N').u16(3).u8('t').u32(1000).append("ab"), typ: 'I', offset: 9, contains: "exceeds the message"},
+		{name: "key tuple too wide", setup: [][]byte{begin, e.relation(relT)}, msg: e.update(16384, tupleKey, cols(txt("1"), null(), null(), null(), null()), cols(txt("1"), null(), null())), typ: 'U', offset: 6, contains: "tuple has 5 columns"},
+		{name: "deleted key tuple too wide", setup: [][]byte{begin, e.relation(relT)}, msg: e.delete(16384, tupleKey, cols(txt("1"), null(), null(), null(), null())), typ: 'D', offset: 6, contains: "tuple has 5 columns"},
 		{name: "bad insert marker", setup: [][]byte{begin, e.relation(relT)}, msg: buf{msgInsert}.u32(16384).u8('K').tuple(cols(txt("1"), null(), null())), typ: 'I', offset: 5, contains: "want 'N'"},
 		{name: "bad update marker", setup: [][]byte{begin, e.relation(relT)}, msg: buf{msgUpdate}.u32(16384).u8('Q').tuple(cols(txt("1"), null(), null())), typ: 'U', offset: 5, contains: "want 'K', 'O' or 'N'"},
 		{name: "relation string not terminated", msg: buf{msgRelation}.u32(1).append("public"), typ: 'R', offset: 5, contains: "namespace is not NUL-terminated"},
