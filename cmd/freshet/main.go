@@ -49,6 +49,7 @@ Usage:
   freshet <command> [flags]
 
 Commands:
+  serve     serve fresh query results to backends over WebSocket
   tail      print committed transactions as JSON, one per line
   demo      start a throwaway PostgreSQL, a writer and tail
   version   print the version
@@ -89,6 +90,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	case "version", "--version":
 		fmt.Fprintln(m.Stdout, "freshet", Version)
 		return nil
+	case "serve":
+		return m.runServe(ctx, args[1:])
 	case "tail":
 		return m.runTail(ctx, args[1:])
 	case "demo":

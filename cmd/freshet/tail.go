@@ -16,6 +16,7 @@ import (
 
 	"github.com/freshetdb/freshet/change"
 	"github.com/freshetdb/freshet/pgwal"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 const tailUsage = `Usage: freshet tail [flags]
@@ -118,6 +119,9 @@ func (m *Main) parseTailFlags(args []string) (*tailConfig, error) {
 	default:
 		return nil, bad("--format %q: want json or none", cfg.Format)
 	}
+	if cfg.Format == "none" && cfg.Output != "" {
+		return nil, bad("--output with --format none would write nothing to resume from; drop one of them")
+	}
 	if *proto != 1 && *proto != 2 {
 		return nil, bad("--proto %d: want 1 or 2", *proto)
 	}
@@ -219,6 +223,10 @@ func (m *Main) tail(ctx context.Context, cfg *tailConfig) error {
 // tailOpenError makes sure set-up errors say what to do on the command
 // line.
 func tailOpenError(cfg *tailConfig, err error) error {
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return fmt.Errorf("%w\ncheck that PostgreSQL is running and reachable at the address in --dsn (or FRESHET_DSN), and that the user, password and database in it are right", err)
+	}
 	msg := err.Error()
 	if !cfg.Stream.Create && strings.Contains(msg, "does not exist") && !strings.Contains(msg, "--create") &&
 		(strings.Contains(msg, "slot") || strings.Contains(msg, "publication")) {

@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -255,6 +257,12 @@ func waitFor(t *testing.T, wait time.Duration, cond func() bool) {
 func TestTailFlagErrors(t *testing.T) {
 	t.Setenv("FRESHET_DSN", "")
 	dsn := "postgres://postgres@127.0.0.1:1/none"
+	u, err := url.Parse(pgtest.NewDB(t).DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path += "_missing"
+	missingDB := u.String()
 	tests := []struct {
 		name     string
 		args     []string
@@ -272,7 +280,9 @@ func TestTailFlagErrors(t *testing.T) {
 		{"bad log level", []string{"tail", "--dsn", dsn, "--log-level", "loud"}, 2, "--log-level", "Usage: freshet tail"},
 		{"stray argument", []string{"tail", "--dsn", dsn, "extra"}, 2, `unexpected argument "extra"`, "Usage: freshet tail"},
 		{"unknown command", []string{"tial"}, 2, `unknown command "tial"`, "Commands:"},
-		{"unreachable database", []string{"tail", "--dsn", dsn, "--heartbeat", "0"}, 1, "127.0.0.1", ""},
+		{"none to a file", []string{"tail", "--dsn", dsn, "--format", "none", "--output", "x.jsonl"}, 2, "--output with --format none", "Usage: freshet tail"},
+		{"unreachable database", []string{"tail", "--dsn", dsn, "--heartbeat", "0"}, 1, "check that PostgreSQL is running and reachable", ""},
+		{"missing database", []string{"tail", "--dsn", missingDB, "--heartbeat", "0"}, 1, "the user, password and database in it are right", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -412,15 +422,18 @@ func TestTailKillResume(t *testing.T) {
 		}
 		t.Logf("kill %d: %d lines in the file, writer at %d transactions", k+1, fileLines(), countTxns())
 	}
-	// The writer keeps going while a new tail catches up; then it stops
-	// and a last run drains to the end.
+	// The writer keeps going while a new tail catches up and is stopped
+	// with SIGTERM; then the writer stops and a last run drains to the end.
 	cmd, stderr := start()
 	waitFor(t, 30*time.Second, func() bool { return countTxns() > 0 && fileLines() > 0 })
 	time.Sleep(300 * time.Millisecond)
-	if err := cmd.Process.Kill(); err != nil {
+	// SIGTERM (like Ctrl-C) is a clean stop: exit status 0.
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	_ = cmd.Wait()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("tail after SIGTERM: %v, want exit status 0\nstderr:\n%s", err, stderr)
+	}
 	stopWriter()
 	<-wdone
 	if werr != nil {

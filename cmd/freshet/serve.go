@@ -1,0 +1,398 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/freshetdb/freshet/engine"
+	"github.com/freshetdb/freshet/pgwal"
+	"github.com/freshetdb/freshet/query"
+	"github.com/freshetdb/freshet/s2s"
+	"github.com/freshetdb/freshet/wire"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+const serveUsage = `Usage: freshet serve [flags]
+
+Follows a PostgreSQL database and serves fresh query results to backends
+over the s2s WebSocket protocol at {base}/s2s/v1 (docs/s2s-protocol.md).
+Also serves {base}/healthz, {base}/readyz, {base}/metrics and {base}/stats.
+Every flag can be set by the FRESHET_* environment variable named in
+docs/configuration.md; a flag given on the command line wins.
+
+Flags:
+`
+
+// serveConfig is what `freshet serve` was asked to do.
+type serveConfig struct {
+	Stream          pgwal.Config
+	ReadDSN         string
+	Listen          string
+	BasePath        string
+	S2S             s2s.Config
+	Engine          engine.Config
+	ShutdownTimeout time.Duration
+	LogLevel        slog.Level
+	LogFormat       string
+
+	// Logger, when set, is used instead of one built from LogLevel and
+	// LogFormat. Listening, when set, is called with the bound address.
+	Logger    *slog.Logger
+	Listening func(addr string)
+}
+
+// envDefault returns the environment variable's value, or def.
+func envDefault(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+// parseServeFlags turns serve's arguments and FRESHET_* variables into a
+// serveConfig. Errors are usageErrors.
+func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
+	fs := flag.NewFlagSet("freshet serve", flag.ContinueOnError)
+	var flagOut bytes.Buffer
+	fs.SetOutput(&flagOut)
+	def := pgwal.DefaultConfig()
+	s2sDef := s2s.DefaultConfig()
+	qDef := query.DefaultOptions()
+	str := func(name, env, d, help string) *string {
+		return fs.String(name, envDefault(env, d), help+" ($"+env+")")
+	}
+	num := func(name, env string, d int, help string) *string {
+		return fs.String(name, envDefault(env, strconv.Itoa(d)), help+" ($"+env+")")
+	}
+	dur := func(name, env string, d time.Duration, help string) *string {
+		return fs.String(name, envDefault(env, d.String()), help+" ($"+env+")")
+	}
+	var (
+		dsn         = str("dsn", "FRESHET_DSN", "", "PostgreSQL connection string of the database to follow")
+		readDSN     = str("read-dsn", "FRESHET_READ_DSN", "", "connection string for hydration reads and catalog look-ups (a replica or PgBouncer will do; default: --dsn)")
+		listen      = str("listen", "FRESHET_LISTEN", ":7070", "address to listen on")
+		base        = str("base-path", "FRESHET_BASE_PATH", "/", "path prefix of every endpoint")
+		slot        = str("slot", "FRESHET_SLOT", def.Slot, "replication slot name")
+		publication = str("publication", "FRESHET_PUBLICATION", def.Publication, "publication name")
+		tables      = str("tables", "FRESHET_TABLES", "", "comma-separated tables for a publication it creates (default: all tables)")
+		create      = str("create", "FRESHET_CREATE", "true", "create the slot and publication if they are missing")
+		token       = str("token", "FRESHET_S2S_TOKEN", "", "bearer token clients must present (prefer the variable: flags show in ps)")
+		maxConns    = num("max-connections", "FRESHET_MAX_CONNECTIONS", s2sDef.MaxConnections, "most open connections; 0 lifts the limit")
+		maxSubs     = num("max-subscriptions", "FRESHET_MAX_SUBSCRIPTIONS", s2sDef.MaxSubscriptions, "most subscriptions per connection; 0 lifts the limit")
+		maxFrame    = num("max-frame-bytes", "FRESHET_MAX_FRAME_BYTES", s2sDef.MaxFrameBytes, "largest frame read from a client; 0 lifts the limit")
+		maxQueue    = num("max-queue-bytes", "FRESHET_MAX_QUEUE_BYTES", s2sDef.MaxQueueBytes, "outgoing bytes queued per connection before it is closed as a slow consumer; 0 lifts the limit")
+		maxAlt      = num("max-alternatives", "FRESHET_MAX_ALTERNATIVES", qDef.MaxAlternatives, "most OR alternatives of a filter after normalization; 0 lifts the limit")
+		maxIn       = num("max-in-values", "FRESHET_MAX_IN_VALUES", qDef.MaxInValues, "most IN / ANY values in one query; 0 lifts the limit")
+		maxSQL      = num("max-sql-bytes", "FRESHET_MAX_SQL_BYTES", qDef.MaxSQLLength, "longest SQL text; 0 lifts the limit")
+		maxDepth    = num("max-depth", "FRESHET_MAX_DEPTH", qDef.MaxDepth, "deepest expression nesting; 0 lifts the limit")
+		rowLimit    = num("row-limit", "FRESHET_ROW_LIMIT", engine.DefaultReadRowLimit, "most rows a hydration read may return; 0 lifts the limit")
+		readTimeout = dur("read-timeout", "FRESHET_READ_TIMEOUT", engine.DefaultReadTimeout, "longest a hydration read may take")
+		readConc    = num("read-concurrency", "FRESHET_READ_CONCURRENCY", engine.DefaultReadConcurrency, "hydration reads run at once")
+		heartbeat   = dur("heartbeat", "FRESHET_HEARTBEAT_INTERVAL", def.HeartbeatInterval, "WAL heartbeat cadence (lag probes)")
+		lagEvery    = dur("lag-interval", "FRESHET_LAG_INTERVAL", s2sDef.LagInterval, "cadence of lag frames to clients")
+		shutdown    = dur("shutdown-timeout", "FRESHET_SHUTDOWN_TIMEOUT", 10*time.Second, "longest a graceful shutdown waits for connections")
+		logLevel    = str("log-level", "FRESHET_LOG_LEVEL", "info", "log level: debug, info, warn or error")
+		logFormat   = str("log-format", "FRESHET_LOG_FORMAT", "text", "log format: text or json")
+	)
+	fs.Usage = func() { printFlags(fs, serveUsage) }
+	bad := func(format string, a ...any) error {
+		fs.Usage()
+		fmt.Fprint(m.Stderr, flagOut.String())
+		return usageError{"serve: " + fmt.Sprintf(format, a...)}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(m.Stdout, flagOut.String())
+			return nil, errHelp
+		}
+		fmt.Fprint(m.Stderr, flagOut.String())
+		return nil, usageError{"serve: " + err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return nil, bad("unexpected argument %q (flags only)", fs.Arg(0))
+	}
+	if *dsn == "" {
+		return nil, bad("no database given: pass --dsn 'postgres://user@host/db' or set FRESHET_DSN")
+	}
+	cfg := &serveConfig{Stream: def, ReadDSN: *readDSN, Listen: *listen, LogFormat: *logFormat, S2S: s2sDef}
+	if cfg.ReadDSN == "" {
+		cfg.ReadDSN = *dsn
+	}
+	cfg.Stream.DSN, cfg.Stream.Slot, cfg.Stream.Publication = *dsn, *slot, *publication
+	for _, t := range strings.Split(*tables, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			cfg.Stream.Tables = append(cfg.Stream.Tables, t)
+		}
+	}
+	var err error
+	if cfg.Stream.Create, err = strconv.ParseBool(*create); err != nil {
+		return nil, bad("--create %q: want true or false", *create)
+	}
+	cfg.BasePath = "/" + strings.Trim(*base, "/")
+	if cfg.BasePath == "/" {
+		cfg.BasePath = ""
+	}
+	ints := []struct {
+		name string
+		s    *string
+		dst  *int
+	}{
+		{"max-connections", maxConns, &cfg.S2S.MaxConnections},
+		{"max-subscriptions", maxSubs, &cfg.S2S.MaxSubscriptions},
+		{"max-frame-bytes", maxFrame, &cfg.S2S.MaxFrameBytes},
+		{"max-queue-bytes", maxQueue, &cfg.S2S.MaxQueueBytes},
+		{"max-alternatives", maxAlt, &cfg.Engine.Query.MaxAlternatives},
+		{"max-in-values", maxIn, &cfg.Engine.Query.MaxInValues},
+		{"max-sql-bytes", maxSQL, &cfg.Engine.Query.MaxSQLLength},
+		{"max-depth", maxDepth, &cfg.Engine.Query.MaxDepth},
+		{"row-limit", rowLimit, &cfg.Engine.RowLimit},
+		{"read-concurrency", readConc, &cfg.Engine.ReadConcurrency},
+	}
+	for _, n := range ints {
+		v, err := strconv.Atoi(strings.TrimSpace(*n.s))
+		if err != nil || v < 0 {
+			return nil, bad("--%s %q: want a whole number >= 0", n.name, *n.s)
+		}
+		*n.dst = v
+	}
+	if cfg.Engine.RowLimit == 0 {
+		cfg.Engine.RowLimit = -1 // the engine's "no limit"
+	}
+	durs := []struct {
+		name string
+		s    *string
+		dst  *time.Duration
+	}{
+		{"read-timeout", readTimeout, &cfg.Engine.ReadTimeout},
+		{"heartbeat", heartbeat, &cfg.Stream.HeartbeatInterval},
+		{"lag-interval", lagEvery, &cfg.S2S.LagInterval},
+		{"shutdown-timeout", shutdown, &cfg.ShutdownTimeout},
+	}
+	for _, d := range durs {
+		v, err := time.ParseDuration(strings.TrimSpace(*d.s))
+		if err != nil || v <= 0 {
+			return nil, bad("--%s %q: want a positive duration like 500ms or 10s", d.name, *d.s)
+		}
+		*d.dst = v
+	}
+	cfg.Engine.Query.SearchPath = qDef.SearchPath
+	cfg.S2S.Token = *token
+	if err := cfg.LogLevel.UnmarshalText([]byte(*logLevel)); err != nil {
+		return nil, bad("--log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
+		return nil, bad("--log-format %q: want text or json", cfg.LogFormat)
+	}
+	if err := cfg.Stream.Validate(); err != nil {
+		return nil, bad("%v", err)
+	}
+	return cfg, nil
+}
+
+// runServe implements `freshet serve`.
+func (m *Main) runServe(ctx context.Context, args []string) error {
+	cfg, err := m.parseServeFlags(args)
+	if errors.Is(err, errHelp) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	return m.serve(ctx, cfg)
+}
+
+// engineAdapter lets *engine.Engine serve as s2s.Engine (their Sink types
+// are two names for the same method set).
+type engineAdapter struct{ e *engine.Engine }
+
+func (a *engineAdapter) Subscribe(ctx context.Context, sql string, binds []query.Bind, mode engine.Mode, sink s2s.Sink) (engine.SubID, *query.Refusal, error) {
+	return a.e.Subscribe(ctx, sql, binds, mode, sink)
+}
+
+func (a *engineAdapter) Unsubscribe(ctx context.Context, id engine.SubID) error {
+	return a.e.Unsubscribe(ctx, id)
+}
+
+// rates turns counters into per-second rates, sampled every second.
+type rates struct {
+	mu           sync.Mutex
+	txns, chgs   float64
+	lastT, lastC int64
+}
+
+func (r *rates) sample(t *s2s.Tap) {
+	tn, cn := t.Counts()
+	r.mu.Lock()
+	r.txns, r.chgs = float64(tn-r.lastT), float64(cn-r.lastC)
+	r.lastT, r.lastC = tn, cn
+	r.mu.Unlock()
+}
+
+func (r *rates) get() (txns, rows float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.txns, r.chgs
+}
+
+// serve runs the service until ctx ends (SIGTERM) or the stream fails.
+func (m *Main) serve(ctx context.Context, cfg *serveConfig) error {
+	log := cfg.Logger
+	if log == nil {
+		opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+		if cfg.LogFormat == "json" {
+			log = slog.New(slog.NewJSONHandler(m.Stderr, opts))
+		} else {
+			log = slog.New(slog.NewTextHandler(m.Stderr, opts))
+		}
+	}
+	cfg.Stream.Logger = log
+	reader, err := pgwal.Open(ctx, cfg.Stream)
+	if err != nil {
+		return err
+	}
+	readerClosed := false
+	defer func() {
+		if !readerClosed {
+			reader.Close()
+		}
+	}()
+	ecfg := cfg.Engine
+	// The server is made before the engine it serves (the engine's
+	// stream passes through the server's Tap); its Engine is set below,
+	// before any connection is accepted.
+	adapter := &engineAdapter{}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := s2s.NewMetrics()
+	scfg := cfg.S2S
+	scfg.Engine, scfg.Types, scfg.Logger, scfg.Metrics = adapter, reader.Types(), log, metrics
+	scfg.ServerVersion, scfg.SystemIdentifier, scfg.Database = Version, reader.SystemID(), reader.Database()
+	srv, err := s2s.New(scfg)
+	if err != nil {
+		return err
+	}
+	t := srv.Tap(reader)
+	ecfg.Source, ecfg.ReadDSN, ecfg.Types, ecfg.Logger = t, cfg.ReadDSN, reader.Types(), log
+	eng, err := engine.Open(ctx, ecfg)
+	if err != nil {
+		return err
+	}
+	adapter.e = eng
+	engineClosed := false
+	defer func() {
+		if !engineClosed {
+			eng.Close()
+		}
+	}()
+	if err := metrics.Register(reg, srv); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	var rt rates
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "freshet_transactions_total", Help: "Committed transactions read from the stream."},
+			func() float64 { n, _ := t.Counts(); return float64(n) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "freshet_rows_total", Help: "Row changes (insert, update, delete) read from the stream."},
+			func() float64 { _, n := t.Counts(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "freshet_transactions_per_second", Help: "Transactions read in the last second."},
+			func() float64 { tx, _ := rt.get(); return tx }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "freshet_rows_per_second", Help: "Row changes read in the last second."},
+			func() float64 { _, r := rt.get(); return r }),
+	)
+
+	mux := http.NewServeMux()
+	b := cfg.BasePath
+	mux.Handle(b+wire.Path, srv)
+	mux.HandleFunc(b+"/healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc(b+"/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !t.Passed() {
+			http.Error(w, "not ready: the stream has not passed its first consistent point", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.Handle(b+"/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc(b+"/stats", func(w http.ResponseWriter, r *http.Request) {
+		es, _ := eng.Stats(r.Context())
+		tx, rows := rt.get()
+		txN, rowN := t.Counts()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"s2s":                     srv.Stats(),
+			"engine":                  es,
+			"position":                eng.Position().String(),
+			"ready":                   t.Passed(),
+			"transactions_total":      txN,
+			"rows_total":              rowN,
+			"transactions_per_second": tx,
+			"rows_per_second":         rows,
+			"system_identifier":       reader.SystemID(),
+			"database":                reader.Database(),
+			"version":                 Version,
+		})
+	})
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s (--listen): %w", cfg.Listen, err)
+	}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	addr := ln.Addr().String()
+	log.Info("serving", "addr", addr, "endpoint", b+wire.Path, "slot", cfg.Stream.Slot,
+		"system_identifier", reader.SystemID(), "database", reader.Database())
+	if cfg.Listening != nil {
+		cfg.Listening(addr)
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down")
+			break loop
+		case <-tick.C:
+			rt.sample(t)
+		case <-eng.Done():
+			runErr = fmt.Errorf("stream stopped: %w", eng.Err())
+			log.Error("stream stopped; closing every connection", "err", eng.Err())
+			break loop
+		case err := <-served:
+			runErr = fmt.Errorf("serve http: %w", err)
+			break loop
+		}
+	}
+	// Stop accepting, then close every connection with a close frame,
+	// then stop the engine and acknowledge the slot.
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("shutdown", "err", err)
+	}
+	engineClosed = true
+	if err := eng.Close(); err != nil {
+		log.Warn("close engine", "err", err)
+	}
+	readerClosed = true
+	if err := reader.Close(); err != nil {
+		log.Warn("close replication stream", "err", err)
+	}
+	return runErr
+}
