@@ -55,7 +55,7 @@ func typeName(oid uint32) string {
 	if t, ok := change.BuiltinType(oid); ok {
 		return t.Name
 	}
-	return fmt.Sprintf("type %d", oid)
+	return fmt.Sprintf("OID %d", oid)
 }
 
 // decodeText reads s as a value of type oid, as PostgreSQL's input
@@ -86,6 +86,11 @@ func (c *compiler) param(n int, loc int32) (topnd, error) {
 	if oid == 0 || oid == change.OIDUnknown {
 		return topnd{param: n, loc: loc}, nil
 	}
+	if _, ok := change.BuiltinType(oid); !ok {
+		// An enum's OID (as drivers that describe statements send it)
+		// is checked against the column it is compared with.
+		return topnd{param: n, loc: loc}, nil
+	}
 	return c.decodeParam(n, oid, familyOf(oid), loc)
 }
 
@@ -95,7 +100,10 @@ func (c *compiler) decodeParam(n int, oid uint32, fam family, loc int32) (topnd,
 	if prev := c.paramOIDs[n-1]; prev != 0 && prev != oid {
 		return topnd{}, &Refusal{Code: CodeBind, Param: n, Message: fmt.Sprintf("$%d is used both as %s and as %s", n, typeName(prev), typeName(oid))}
 	}
-	if _, ok := change.BuiltinType(oid); !ok && !(fam == famEnum && b.OID == 0) {
+	if b.OID != 0 && b.OID != change.OIDUnknown && b.OID != oid {
+		return topnd{}, &Refusal{Code: CodeBind, Param: n, Message: fmt.Sprintf("$%d has type %s but is used as %s", n, typeName(b.OID), typeName(oid))}
+	}
+	if _, ok := change.BuiltinType(oid); !ok && fam != famEnum {
 		return topnd{}, &Refusal{Code: CodeBind, Param: n, Message: fmt.Sprintf("$%d has type OID %d, which is not a type Freshet knows", n, oid)}
 	}
 	if b.Format != FormatText && b.Format != FormatBinary {

@@ -110,3 +110,35 @@ func TestBinaryBinds(t *testing.T) {
 		})
 	}
 }
+
+// An enum bind sent with the enum's own OID (as drivers that describe
+// statements send it) is read against the enum column; another OID is
+// refused naming the parameter.
+func TestEnumBind(t *testing.T) {
+	opts := DefaultOptions()
+	opts.Catalog = snapshotCatalog(t)
+	users := snapshotCatalog(t)[[2]string{"public", "users"}]
+	c, _ := users.Column("feeling")
+	for _, tc := range []struct {
+		oid  uint32
+		code Code
+	}{{c.TypeOID, ""}, {0, ""}, {c.TypeOID + 1000, CodeBind}} {
+		p, r, err := Compile(context.Background(), "SELECT id FROM users WHERE feeling = $1 OR feeling IN ($1, 'sad')", []Bind{{OID: tc.oid, Data: []byte("ok")}}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Code
+		if r != nil {
+			got = r.Code
+			if r.Param != 1 {
+				t.Errorf("refusal names $%d, want $1", r.Param)
+			}
+		}
+		if got != tc.code {
+			t.Fatalf("OID %d: refusal %v, want %q", tc.oid, r, tc.code)
+		}
+		if p != nil && p.Params[0] != "ok" {
+			t.Fatalf("OID %d: param = %v, want ok", tc.oid, p.Params[0])
+		}
+	}
+}
