@@ -1,5 +1,3 @@
-// Command freshet follows a PostgreSQL database through logical replication
-// and keeps the results of SQL queries fresh for the programs that read them.
 package main
 
 import (
