@@ -126,6 +126,7 @@ func describePlan(p *Plan) string {
 	}
 	fmt.Fprintf(&b, "limit: %d offset: %d count: %v\n", p.Limit, p.Offset, p.Count)
 	fmt.Fprintf(&b, "render: %s\n", p.Render(RenderOptions{}))
+	fmt.Fprintf(&b, "render needed: %s\n", p.Render(RenderOptions{Columns: SelectNeeded}))
 	fmt.Fprintf(&b, "render needed window+5: %s\n", p.Render(RenderOptions{Columns: SelectNeeded, Window: true, Margin: 5}))
 	return b.String()
 }
@@ -182,7 +183,7 @@ func describe(p *Plan, r *Refusal, err error) string {
 }
 
 func runGolden(t *testing.T, cases, golden string, opts Options) {
-	_, cat := testDB(t)
+	conn, cat := testDB(t)
 	opts.Catalog = cat
 	var out strings.Builder
 	for _, gc := range readCases(t, cases) {
@@ -192,6 +193,16 @@ func runGolden(t *testing.T, cases, golden string, opts Options) {
 			fmt.Fprintf(&out, "   bind oid=%d format=%d %q\n", bd.OID, bd.Format, bd.Data)
 		}
 		out.WriteString(describe(p, r, err))
+		if p != nil {
+			// Every rendering runs on PostgreSQL.
+			vals, oids, formats := p.Args()
+			for _, ro := range []RenderOptions{{}, {Columns: SelectNeeded}, {Columns: SelectNeeded, Window: true, Margin: 5}} {
+				sql := p.Render(ro)
+				if res := conn.PgConn().ExecParams(context.Background(), sql, vals, oids, formats, nil).Read(); res.Err != nil {
+					t.Errorf("rendered %s: %v", sql, res.Err)
+				}
+			}
+		}
 		out.WriteString("\n")
 	}
 	if *update {

@@ -45,7 +45,9 @@ func (p *Plan) Render(o RenderOptions) string {
 			sel.LimitCount, sel.LimitOffset = nil, nil
 		}
 	}
-	if o.Window && !p.Count {
+	if (o.Window || o.Columns == SelectNeeded) && !p.Count {
+		// ORDER BY is written out from the plan: the original may name
+		// output aliases or positions that a different select list lacks.
 		sel.SortClause = nil
 		for _, k := range p.Order {
 			s := p.Sources[k.Source]
@@ -59,6 +61,8 @@ func (p *Plan) Render(o RenderOptions) string {
 			}
 			sel.SortClause = append(sel.SortClause, pg.MakeSortByNode(colNode(s.Alias, s.Columns[k.Column].Name), dir, nulls, -1))
 		}
+	}
+	if o.Window && !p.Count {
 		if p.Limit >= 0 {
 			ordered := make(map[[2]int]bool)
 			for _, k := range p.Order {
