@@ -423,10 +423,29 @@ func TestOrderDifferential(t *testing.T) {
 					seed, order, fmtRow(a.row), a.rank, fmtRow(b.row), b.rank, c)
 			}
 		}
-		// CompareWindow is a total order on distinct rows.
-		for k := 1; k < len(rs); k++ {
-			if p.CompareWindow(rs[k-1].row, rs[k].row) == 0 {
+		// CompareWindow is a total order on distinct rows, and the window
+		// Render asks for is exactly its first offset+limit+margin rows.
+		all := make([]Row, len(rs))
+		for k := range rs {
+			all[k] = rs[k].row
+		}
+		sort.Slice(all, func(a, b int) bool { return p.CompareWindow(all[a], all[b]) < 0 })
+		for k := 1; k < len(all); k++ {
+			if p.CompareWindow(all[k-1], all[k]) == 0 {
 				t.Fatalf("CompareWindow ties two distinct rows under ORDER BY %s", order)
+			}
+		}
+		pw, r, err := Compile(context.Background(), sql+" LIMIT 10 OFFSET 3", nil, opts)
+		if err != nil || r != nil {
+			t.Fatalf("compile with limit: %v %v", err, r)
+		}
+		win, _ := readRows(t, conn, pw, pw.Render(RenderOptions{Columns: SelectNeeded, Window: true, Margin: 5}), 0)
+		if len(win) != 18 {
+			t.Fatalf("window of ORDER BY %s has %d rows, want 18", order, len(win))
+		}
+		for k := range win {
+			if keyString(pw, win[k]) != keyString(p, all[k]) {
+				t.Fatalf("window row %d under ORDER BY %s is %s, CompareWindow puts %s there", k, order, keyString(pw, win[k]), keyString(p, all[k]))
 			}
 		}
 	}
