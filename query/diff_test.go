@@ -42,6 +42,8 @@ var diffColumns = []diffColumn{
 	{"tt", "timestamptz", []string{"2024-01-01 00:00:00+00", "2024-01-01 12:00:00+00", "2024-01-01 01:00:00+01", "infinity", "-infinity", "1999-12-31 23:59:59.999999+00"}},
 	{"iv", "interval", []string{"1 mon", "30 days", "720:00:00", "1 day", "24:00:00", "-1 days", "1 year", "00:00:00", "1 mon -1 days", "29 days 24:00:00"}},
 	{"e", "mood", []string{"sad", "ok", "happy"}},
+	{"js", "jsonb", []string{`{}`, `[1, 2]`, `null`}},
+	{"ar", "integer[]", []string{`{}`, `{1,NULL}`, `{{1,2},{3,4}}`}},
 }
 
 func diffColumnByName(name string) diffColumn {

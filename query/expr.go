@@ -225,7 +225,14 @@ func (e *expr) eval(row Row) Tri {
 		}
 		return triOf(distinct != e.negate)
 	case opIsNull:
-		return triOf((e.l.value(row, e.fam) == nil) != e.negate)
+		// Tested on the value as held: json and arrays have no family
+		// form, and any non-NULL value is not NULL.
+		isNull := e.l.val == nil
+		if e.l.col != nil {
+			vals := row[e.l.col.src]
+			isNull = vals == nil || vals[e.l.col.idx] == nil
+		}
+		return triOf(isNull != e.negate)
 	case opBoolTest:
 		t := e.args[0].eval(row)
 		switch e.test {
