@@ -77,6 +77,8 @@ type harness struct {
 	readIDs []ReadID
 	keyName map[string]string
 	check   bool
+	// verified counts checks of single-table (false) and join (true) subscriptions.
+	verified map[bool]int
 	out     strings.Builder
 }
 
@@ -94,7 +96,7 @@ func newHarness(t testing.TB, opts CoreOptions) *harness {
 		t: t, cat: &fakeCatalog{tables: map[string]*query.Table{}}, core: NewCore(opts),
 		tables: map[string]*htable{}, byOID: map[uint32]*htable{}, nextOID: 16384, nextXID: 700,
 		plans: map[SubID]*query.Plan{}, models: map[SubID]*model{}, reads: map[ReadID]ReadRequest{},
-		keyName: map[string]string{}, check: true,
+		keyName: map[string]string{}, check: true, verified: map[bool]int{},
 	}
 }
 
@@ -467,6 +469,7 @@ func (h *harness) verify() {
 			continue
 		}
 		p := h.plans[id]
+		h.verified[len(p.Sources) > 1]++
 		want, count := h.oracle(p, st)
 		if p.Count {
 			if m.count != count {
@@ -482,10 +485,33 @@ func (h *harness) verify() {
 }
 
 func (h *harness) fmtKeyB(k Key) string {
-	if n, ok := h.keyName[string(k)]; ok {
+	if n, ok := h.splitKey(string(k)); ok {
 		return n
 	}
 	return hex.EncodeToString([]byte(k))
+}
+
+// splitKey names a (possibly joined) key by the rows it is made of.
+func (h *harness) splitKey(k string) (string, bool) {
+	if k == "" {
+		return "", true
+	}
+	if k[0] == 0 {
+		rest, ok := h.splitKey(k[1:])
+		return "null/" + rest, ok
+	}
+	for i := len(k); i > 0; i-- {
+		if n, ok := h.keyName[k[:i]]; ok {
+			rest, ok := h.splitKey(k[i:])
+			if ok {
+				if rest == "" {
+					return n, true
+				}
+				return n + "/" + strings.TrimSuffix(rest, "/"), true
+			}
+		}
+	}
+	return "", false
 }
 
 func fmtVal(v any) string {

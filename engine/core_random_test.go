@@ -45,7 +45,7 @@ var joinTemplates = []string{
 }
 
 // joinsSupported turns join subscriptions on in TestCoreRandom.
-const joinsSupported = false
+const joinsSupported = true
 
 type randRead struct {
 	id  ReadID
@@ -260,6 +260,7 @@ func runRandom(t *testing.T, seed uint64, steps int, joins bool) {
 			t.Errorf("seed %d: sub %d never accepted (view status %v, read %v, pending reads %v)", seed, id, sb.v.status, sb.v.read, h.readIDs)
 		}
 	}
+	t.Logf("seed %d: %d single-table and %d join checks", seed, h.verified[false], h.verified[true])
 	if t.Failed() {
 		t.Fatalf("seed %d failed after quiescing; transcript:\n%s", seed, tail(h.out.String(), 3000))
 	}

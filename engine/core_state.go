@@ -157,7 +157,7 @@ func (s *state) newView(plan *query.Plan) (*view, string) {
 		v.srcs = append(v.srcs, vs)
 	}
 	if v.isJoin() {
-		v.roots = make(map[string]struct{})
+		s.initJoin(v)
 	}
 	s.views[plan.Key] = v
 	v.status = viewHydrating
@@ -449,7 +449,6 @@ func (s *state) rowChange(tb *table, ch *change.Change) {
 			}
 		}
 	}
-	s.markJoinHolders(tb, oldKey, newKey, mark)
 	if newVals != nil {
 		tb.route.match(newVals, mark)
 	}
@@ -731,15 +730,18 @@ func (s *state) land() {
 		if r == nil {
 			continue
 		}
-		delete(s.reads, id)
 		if r.v.status == viewDead {
+			delete(s.reads, id)
 			continue
 		}
 		if r.v.isJoin() {
-			s.landJoin(r)
-		} else {
-			s.landRead(r)
+			if s.joinReadsReady(r.v) {
+				s.landJoin(r.v)
+			}
+			continue
 		}
+		delete(s.reads, id)
+		s.landRead(r)
 	}
 	s.trimLog()
 }

@@ -262,3 +262,41 @@ func TestSchemaChange(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+func joinHarness(t *testing.T) *harness {
+	h := newHarness(t, CoreOptions{})
+	h.createTable("authors", []string{"id int4 pk", "name text"})
+	h.createTable("books", []string{"id int4 pk", "author int4", "title text", "year int4"})
+	h.insert("authors", "1", "ann")
+	h.insert("authors", "2", "bob")
+	h.insert("authors", "3", "cy")
+	h.insert("books", "10", "1", "a1", "2001")
+	h.insert("books", "11", "1", "a2", "2002")
+	h.insert("books", "20", "2", "b1", "2003")
+	h.commit(0)
+	return h
+}
+
+func TestJoin(t *testing.T) {
+	h := joinHarness(t)
+	h.subscribe(1, "SELECT a.name, b.title FROM authors a JOIN books b ON b.author = a.id WHERE b.year > 2000", ModeRows)
+	h.subscribe(2, "SELECT a.name, b.title FROM authors a LEFT JOIN books b ON b.author = a.id ORDER BY a.name, b.title", ModeRows)
+	h.subscribe(3, "SELECT count(*) FROM authors a LEFT JOIN books b ON b.author = a.id", ModeRows)
+	for _, id := range []ReadID{1, 2, 3, 4, 5, 6} {
+		h.out.WriteString("sql " + strconv.Itoa(int(id)) + ": " + h.reads[id].SQL + "\n")
+	}
+	h.answerAll()
+	h.note("a book moves from ann to cy: inner moves; left: ann keeps a1, cy loses its null row")
+	h.update("books", nil, "11", "3", "a2", "2002")
+	h.commit(0)
+	h.note("bob's only book goes: left join null-extends bob")
+	h.delete("books", "20")
+	h.commit(0)
+	h.note("an author renamed: every joined row of theirs changes")
+	h.update("authors", nil, "1", "anne")
+	h.commit(0)
+	h.note("a parent key change orphans its books")
+	h.update("authors", []string{"3"}, "4", "cy")
+	h.commit(0)
+	golden(t, h)
+}

@@ -1,10 +1,753 @@
 package engine
 
-import "github.com/freshetdb/freshet/change"
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
-func (s *state) askJoinReads(v *view)                                                     {}
-func (s *state) touchJoin(vs *viewSource, keys ...string)                                 {}
-func (s *state) markJoinHolders(tb *table, oldKey, newKey string, mark func(*viewSource)) {}
-func (s *state) truncateJoin(vs *viewSource)                                              {}
-func (s *state) settleJoin(v *view, lsn change.LSN)                                       {}
-func (s *state) landJoin(r *read)                                                         {}
+	"github.com/freshetdb/freshet/change"
+	"github.com/freshetdb/freshet/query"
+)
+
+// Joins. A join view holds, for each source, every row of its table that
+// satisfies that source's own constraints (vs.rows), indexed by the
+// source's join columns (vs.byJoin: the columns its ON equalities compare
+// with earlier sources) and, for each column a later source joins on, by
+// that column (vs.byCol). The result is kept as entries indexed by root row
+// (byRoot) and by the rows of each source they contain (bySrc).
+//
+// A transaction touching rows of any source marks root rows to recompute:
+// the roots of the results that contained the old version of each touched
+// row, and the roots reached by walking from the old and new versions up
+// the join tree (through byCol). Each marked root's results are enumerated
+// again and compared with the old ones: a row moving between parents moves
+// in the result, and a LEFT JOIN's null-extended row comes and goes as its
+// children do.
+//
+// Memory: every row of every source table that satisfies the source's
+// constraints is held (once, shared with other views), plus the result
+// entries; an unconstrained source holds its whole table.
+
+// joinState is a join view's bookkeeping.
+type joinState struct {
+	byRoot map[string]map[string]*entry   // root key -> result key -> entry
+	bySrc  []map[string]map[string]*entry // per source: row key -> result key -> entry
+	// touched rows in the transaction: per source, key -> the row's vals
+	// before the transaction (nil when the view did not hold it).
+	touched []map[string][]any
+	reads   []*read // the reads of the current (re)hydration, by source
+	// preds are the sources' own constraints, compiled.
+	preds [][]srcPred
+	// joinCols[i] lists the columns of source i that later sources join on.
+	joinCols [][]int
+}
+
+type srcPred struct {
+	col  int // layout position
+	oid  uint32
+	c    query.Constraint
+	keys map[string]bool
+}
+
+func (s *state) initJoin(v *view) {
+	n := len(v.srcs)
+	js := &joinState{
+		byRoot:   make(map[string]map[string]*entry),
+		bySrc:    make([]map[string]map[string]*entry, n),
+		touched:  make([]map[string][]any, n),
+		preds:    make([][]srcPred, n),
+		joinCols: make([][]int, n),
+	}
+	for i, vs := range v.srcs {
+		js.bySrc[i] = make(map[string]map[string]*entry)
+		js.touched[i] = make(map[string][]any)
+		vs.byCol = make(map[int]map[string]map[string]*heldRow)
+		for _, c := range vs.src.Constraints {
+			p := srcPred{col: vs.col[c.Column], oid: vs.src.Columns[c.Column].TypeOID, c: c, keys: map[string]bool{}}
+			for _, x := range c.Values {
+				p.keys[string(query.AppendKey(nil, p.oid, x))] = true
+			}
+			js.preds[i] = append(js.preds[i], p)
+		}
+		for _, on := range vs.src.On {
+			if !slices.Contains(js.joinCols[on.Other], on.OtherColumn) {
+				js.joinCols[on.Other] = append(js.joinCols[on.Other], on.OtherColumn)
+			}
+		}
+	}
+	for i, vs := range v.srcs {
+		for _, c := range js.joinCols[i] {
+			vs.byCol[c] = make(map[string]map[string]*heldRow)
+		}
+	}
+	v.js = js
+	v.rset.window = false // a join view holds its whole result
+	v.rset.complete = true
+}
+
+// predMatch reports whether a row satisfies a source's own constraints;
+// known is false when a value it needs is unknown.
+func predMatch(preds []srcPred, vals []any) (match, known bool) {
+	for _, p := range preds {
+		x := valAt(vals, p.col)
+		if isUnloaded(x) {
+			return false, false
+		}
+		switch p.c.Kind {
+		case query.ConstraintIn:
+			if x == nil {
+				if !p.c.Null {
+					return false, true
+				}
+				continue
+			}
+			if !p.keys[string(query.AppendKey(nil, p.oid, x))] {
+				return false, true
+			}
+		case query.ConstraintNotIn:
+			if x == nil || p.keys[string(query.AppendKey(nil, p.oid, x))] {
+				return false, true
+			}
+		case query.ConstraintRange:
+			if x == nil {
+				return false, true
+			}
+			in := false
+			ix := rangeIndex{oid: p.oid}
+			for _, r := range p.c.Ranges {
+				if ix.startsBy(r, x) && ix.endsAfter(r, x) {
+					in = true
+					break
+				}
+			}
+			if !in {
+				return false, true
+			}
+		}
+	}
+	return true, true
+}
+
+// srcVals returns a source's values (in its Columns order) of a layout row.
+func srcVals(vs *viewSource, vals []any) []any {
+	out := make([]any, len(vs.col))
+	for i, p := range vs.col {
+		out[i] = valAt(vals, p)
+	}
+	return out
+}
+
+// joinKey encodes a source row's ON columns (ok false if one is NULL).
+func joinKey(vs *viewSource, vals []any) (string, bool) {
+	var b []byte
+	for _, on := range vs.src.On {
+		x := valAt(vals, vs.col[on.Column])
+		if x == nil || isUnloaded(x) {
+			return "", false
+		}
+		b = query.AppendKey(b, vs.src.Columns[on.Column].TypeOID, x)
+	}
+	return string(b), true
+}
+
+// parentKey encodes, for source vs, the values of the earlier sources its
+// ON equalities compare with, in a partial joined row.
+func parentKey(v *view, vs *viewSource, q query.Row) (string, bool) {
+	var b []byte
+	for _, on := range vs.src.On {
+		if q[on.Other] == nil {
+			return "", false
+		}
+		x := q[on.Other][on.OtherColumn]
+		if x == nil {
+			return "", false
+		}
+		b = query.AppendKey(b, v.srcs[on.Other].src.Columns[on.OtherColumn].TypeOID, x)
+	}
+	return string(b), true
+}
+
+func colKey(vs *viewSource, c int, vals []any) (string, bool) {
+	x := valAt(vals, vs.col[c])
+	if x == nil || isUnloaded(x) {
+		return "", false
+	}
+	return string(query.AppendKey(nil, vs.src.Columns[c].TypeOID, x)), true
+}
+
+func addIdx(m map[string]map[string]*heldRow, k, pk string, h *heldRow) {
+	inner := m[k]
+	if inner == nil {
+		inner = make(map[string]*heldRow)
+		m[k] = inner
+	}
+	inner[pk] = h
+}
+
+func delIdx(m map[string]map[string]*heldRow, k, pk string) {
+	if inner := m[k]; inner != nil {
+		delete(inner, pk)
+		if len(inner) == 0 {
+			delete(m, k)
+		}
+	}
+}
+
+// hold makes h (key pk) a row of source vs, indexed.
+func (v *view) hold(vs *viewSource, pk string, h *heldRow) {
+	vs.rows[pk] = h
+	if len(vs.src.On) > 0 {
+		if k, ok := joinKey(vs, h.vals); ok {
+			addIdx(vs.byJoin, k, pk, h)
+		}
+	}
+	for c, m := range vs.byCol {
+		if k, ok := colKey(vs, c, h.vals); ok {
+			addIdx(m, k, pk, h)
+		}
+	}
+}
+
+// unhold removes row pk (whose indexed values were vals) from source vs.
+func (v *view) unhold(vs *viewSource, pk string, vals []any) {
+	delete(vs.rows, pk)
+	if len(vs.src.On) > 0 {
+		if k, ok := joinKey(vs, vals); ok {
+			delIdx(vs.byJoin, k, pk)
+		}
+	}
+	for c, m := range vs.byCol {
+		if k, ok := colKey(vs, c, vals); ok {
+			delIdx(m, k, pk)
+		}
+	}
+}
+
+func nullKey(vs *viewSource) string {
+	return strings.Repeat(string(query.AppendKey(nil, 0, nil)), vs.src.KeyN)
+}
+
+// enumerate returns the result rows of one root row.
+func (v *view) enumerate(rootKey string, root *heldRow) []*entry {
+	n := len(v.srcs)
+	rows := make([]*heldRow, n)
+	q := make(query.Row, n)
+	keys := make([]string, n)
+	rows[0], q[0], keys[0] = root, srcVals(v.srcs[0], root.vals), rootKey
+	var out []*entry
+	var rec func(i int)
+	rec = func(i int) {
+		if i == n {
+			if v.plan.Eval(q) == query.True {
+				out = append(out, &entry{key: strings.Join(keys, ""), root: rootKey, rows: slices.Clone(rows), q: slices.Clone(q),
+					srcKeys: slices.Clone(keys)})
+			}
+			return
+		}
+		vs := v.srcs[i]
+		found := false
+		if k, ok := parentKey(v, vs, q); ok {
+			m := vs.byJoin[k]
+			pks := slices.Sorted(maps.Keys(m))
+			for _, pk := range pks {
+				h := m[pk]
+				rows[i], q[i], keys[i] = h, srcVals(vs, h.vals), pk
+				found = true
+				rec(i + 1)
+			}
+		}
+		if !found && vs.src.Join == query.JoinLeft {
+			rows[i], q[i], keys[i] = nil, nil, nullKey(vs)
+			rec(i + 1)
+		}
+		rows[i], q[i], keys[i] = nil, nil, ""
+	}
+	rec(1)
+	return out
+}
+
+// rootsOf adds to roots the root keys a row of source i with these
+// values can join to, walking up the join tree through each source's first
+// ON equality.
+func (v *view) rootsOf(i int, pk string, vals []any, roots map[string]struct{}, depth int) {
+	if i == 0 {
+		roots[pk] = struct{}{}
+		return
+	}
+	if depth > len(v.srcs) {
+		return
+	}
+	vs := v.srcs[i]
+	on := vs.src.On[0]
+	x := valAt(vals, vs.col[on.Column])
+	if x == nil || isUnloaded(x) {
+		return
+	}
+	parent := v.srcs[on.Other]
+	k := string(query.AppendKey(nil, parent.src.Columns[on.OtherColumn].TypeOID, x))
+	for ppk, h := range parent.byCol[on.OtherColumn][k] {
+		v.rootsOf(on.Other, ppk, h.vals, roots, depth+1)
+	}
+}
+
+func (v *view) addEntry(rootKey string, e *entry) {
+	js := v.js
+	m := js.byRoot[rootKey]
+	if m == nil {
+		m = make(map[string]*entry)
+		js.byRoot[rootKey] = m
+	}
+	m[e.key] = e
+	for i, h := range e.rows {
+		if h == nil {
+			continue
+		}
+		pk := e.srcKeys[i]
+		bm := js.bySrc[i][pk]
+		if bm == nil {
+			bm = make(map[string]*entry)
+			js.bySrc[i][pk] = bm
+		}
+		bm[e.key] = e
+	}
+	v.insert(e)
+}
+
+func (v *view) dropEntry(rootKey string, e *entry) {
+	js := v.js
+	if m := js.byRoot[rootKey]; m != nil {
+		delete(m, e.key)
+		if len(m) == 0 {
+			delete(js.byRoot, rootKey)
+		}
+	}
+	for i, h := range e.rows {
+		if h == nil {
+			continue
+		}
+		pk := e.srcKeys[i]
+		if bm := js.bySrc[i][pk]; bm != nil {
+			delete(bm, e.key)
+			if len(bm) == 0 {
+				delete(js.bySrc[i], pk)
+			}
+		}
+	}
+	v.remove(e.key)
+}
+
+// touchJoin records touched rows of a join view's source, keeping their
+// values from before the transaction.
+func (s *state) touchJoin(vs *viewSource, keys ...string) {
+	t := vs.v.js.touched[vs.idx]
+	for _, k := range keys {
+		if k == "" {
+			continue
+		}
+		if _, ok := t[k]; ok {
+			continue
+		}
+		var old []any
+		if h := vs.rows[k]; h != nil {
+			old = h.vals
+		}
+		t[k] = old
+	}
+}
+
+func (s *state) truncateJoin(vs *viewSource) {
+	for k := range vs.rows {
+		s.touchJoin(vs, k)
+	}
+}
+
+// settleJoin applies a transaction to a join view and emits its delta.
+func (s *state) settleJoin(v *view, lsn change.LSN) {
+	js := v.js
+	roots := make(map[string]struct{})
+	// Source rows first: which rows each source now holds.
+	for i, vs := range v.srcs {
+		t := js.touched[i]
+		keys := slices.Sorted(maps.Keys(t))
+		for _, k := range keys {
+			old := t[k]
+			for _, e := range js.bySrc[i][k] {
+				roots[e.root] = struct{}{}
+			}
+			if old != nil {
+				v.rootsOf(i, k, old, roots, 0)
+			}
+			var after []any
+			var h *heldRow
+			if p := s.ov[ovKey{vs.t.oid, k}]; p != nil && p.after != nil {
+				after, h = p.after, p.h
+			}
+			if after != nil {
+				if m, known := predMatch(js.preds[i], after); !known || !loaded(query.Row{srcVals(vs, after)}) {
+					clearTouched(js)
+					v.status = viewRefilling
+					s.askRead(v)
+					return
+				} else if !m {
+					after = nil
+				}
+			}
+			if held := vs.rows[k]; held != nil {
+				v.unhold(vs, k, old)
+				if old == nil {
+					v.unhold(vs, k, held.vals)
+				}
+				s.dropHold(vs, k, held)
+			}
+			if after != nil {
+				h.addHolder(vs)
+				v.hold(vs, k, h)
+				v.rootsOf(i, k, after, roots, 0)
+			}
+		}
+		clear(t)
+	}
+	// Then the results of every root they can reach.
+	before := v.countN()
+	var d delta
+	for _, rk := range slices.Sorted(maps.Keys(roots)) {
+		olds := js.byRoot[rk]
+		oldByKey := make(map[string]*entry, len(olds))
+		for k, e := range olds {
+			oldByKey[k] = e
+			v.dropEntry(rk, e)
+		}
+		var news []*entry
+		if root := v.srcs[0].rows[rk]; root != nil {
+			news = v.enumerate(rk, root)
+		}
+		newKeys := make(map[string]bool, len(news))
+		for _, e := range news {
+			newKeys[e.key] = true
+			v.addEntry(rk, e)
+			if v.ordered || v.plan.Count {
+				continue
+			}
+			if oe := oldByKey[e.key]; oe == nil || !sameValues(v.plan.Project(oe.q), v.plan.Project(e.q)) {
+				d.rows = append(d.rows, v.resultRow(e))
+			}
+		}
+		if !v.ordered && !v.plan.Count {
+			for k := range oldByKey {
+				if !newKeys[k] {
+					d.removed = append(d.removed, Key(k))
+				}
+			}
+		}
+	}
+	switch {
+	case v.plan.Count:
+		d.count = v.countN()
+		d.changed = d.count != before
+	case v.ordered:
+		d = v.diffShown()
+	default:
+		slices.SortFunc(d.rows, func(a, b ResultRow) int { return cmpStr(string(a.Key), string(b.Key)) })
+		slices.Sort(d.removed)
+		d.changed = len(d.rows) > 0 || len(d.removed) > 0
+	}
+	s.emit(v, d, lsn)
+}
+
+func clearTouched(js *joinState) {
+	for _, t := range js.touched {
+		clear(t)
+	}
+}
+
+// askJoinReads asks for one read per source of a join view: the source's
+// needed columns under its own IN and range constraints.
+func (s *state) askJoinReads(v *view) {
+	js := v.js
+	js.reads = js.reads[:0]
+	for i, vs := range v.srcs {
+		sql, args, oids := s.sourceSQL(vs)
+		s.nextR++
+		r := &read{id: s.nextR, v: v, src: i, logStart: s.logBase + len(s.log)}
+		s.reads[r.id] = r
+		js.reads = append(js.reads, r)
+		formats := make([]int16, len(args))
+		s.out.Reads = append(s.out.Reads, ReadRequest{
+			ID: r.id, Plan: v.plan, Sources: []int{i},
+			SQL: sql, Args: args, ArgOIDs: oids, ArgFormats: formats,
+			RowLimit: s.opts.ReadRowLimit,
+		})
+	}
+	v.read = js.reads[0]
+}
+
+// sourceSQL renders the read of one source: its needed columns, filtered
+// by its IN and range constraints (NOT IN is left to the core's own
+// check), with text parameters.
+func (s *state) sourceSQL(vs *viewSource) (string, [][]byte, []uint32) {
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	for j, c := range vs.src.Columns {
+		if j > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(change.QuoteIdent(c.Name))
+	}
+	t := vs.src.Table
+	b.WriteString(" FROM " + change.QuoteIdent(t.Schema) + "." + change.QuoteIdent(t.Name))
+	var args [][]byte
+	var oids []uint32
+	param := func(col query.Column, x any) (string, bool) {
+		txt, err := change.FormatOID(col.TypeOID, x, s.opts.Types)
+		if err != nil {
+			return "", false
+		}
+		args = append(args, []byte(txt))
+		oids = append(oids, col.TypeOID)
+		return fmt.Sprintf("$%d", len(args)), true
+	}
+	var conds []string
+	for _, c := range vs.src.Constraints {
+		col := vs.src.Columns[c.Column]
+		name := change.QuoteIdent(col.Name)
+		n0 := len(args)
+		var alts []string
+		ok := true
+		switch c.Kind {
+		case query.ConstraintIn:
+			var ps []string
+			for _, x := range c.Values {
+				p, good := param(col, x)
+				ok = ok && good
+				ps = append(ps, p)
+			}
+			if len(ps) > 0 {
+				alts = append(alts, name+" IN ("+strings.Join(ps, ", ")+")")
+			}
+			if c.Null {
+				alts = append(alts, name+" IS NULL")
+			}
+		case query.ConstraintRange:
+			for _, r := range c.Ranges {
+				var parts []string
+				if r.Low != nil {
+					p, good := param(col, r.Low)
+					ok = ok && good
+					op := " > "
+					if r.LowInc {
+						op = " >= "
+					}
+					parts = append(parts, name+op+p)
+				}
+				if r.High != nil {
+					p, good := param(col, r.High)
+					ok = ok && good
+					op := " < "
+					if r.HighInc {
+						op = " <= "
+					}
+					parts = append(parts, name+op+p)
+				}
+				if len(parts) == 0 {
+					parts = append(parts, name+" IS NOT NULL")
+				}
+				alts = append(alts, "("+strings.Join(parts, " AND ")+")")
+			}
+		default:
+			continue
+		}
+		if !ok || len(alts) == 0 {
+			args, oids = args[:n0], oids[:n0]
+			continue
+		}
+		conds = append(conds, "("+strings.Join(alts, " OR ")+")")
+	}
+	if len(conds) > 0 {
+		b.WriteString(" WHERE " + strings.Join(conds, " AND "))
+	}
+	return b.String(), args, oids
+}
+
+// joinReadsReady reports whether every read of a join view's current
+// hydration is done and passed by the stream.
+func (s *state) joinReadsReady(v *view) bool {
+	for _, r := range v.js.reads {
+		if !r.done || s.pos < r.snap.LSN {
+			return false
+		}
+	}
+	return true
+}
+
+// landJoin builds a join view's sources from its reads brought to the
+// core's position, then its result, and makes it live.
+func (s *state) landJoin(v *view) {
+	js := v.js
+	reads := js.reads
+	js.reads = nil
+	v.read = nil
+	priv := make([]map[string][]any, len(v.srcs))
+	for i, vs := range v.srcs {
+		r := reads[i]
+		delete(s.reads, r.id)
+		tb := vs.t
+		m := make(map[string][]any, len(r.rows))
+		for _, row := range r.rows {
+			if i >= len(row) || row[i] == nil {
+				continue
+			}
+			vals := make([]any, len(tb.cols))
+			for j := range vals {
+				vals[j] = unloaded{}
+			}
+			for j, p := range vs.col {
+				if j < len(row[i]) {
+					vals[p] = row[i][j]
+				}
+			}
+			if k, ok := tb.keyOf(vals); ok {
+				if match, _ := predMatch(js.preds[i], vals); match {
+					m[k] = vals
+				}
+			}
+		}
+		ok := s.replay(r.logStart, r.snap, func(ch *change.Change) bool {
+			return s.replaySource(vs, js.preds[i], m, ch)
+		})
+		if !ok {
+			s.askRead(v)
+			return
+		}
+		priv[i] = m
+	}
+	// Swap in: release the old rows and result.
+	old := v.rset
+	for i, vs := range v.srcs {
+		for k, h := range vs.rows {
+			s.release(vs.t, k, h, vs)
+		}
+		vs.rows = make(map[string]*heldRow)
+		vs.byJoin = make(map[string]map[string]*heldRow)
+		for c := range vs.byCol {
+			vs.byCol[c] = make(map[string]map[string]*heldRow)
+		}
+		js.bySrc[i] = make(map[string]map[string]*entry)
+	}
+	js.byRoot = make(map[string]map[string]*entry)
+	v.rset = newRset(v.plan, s.opts.WindowMargin)
+	v.rset.window, v.rset.complete = false, true
+	for i, vs := range v.srcs {
+		tb := vs.t
+		for _, k := range slices.Sorted(maps.Keys(priv[i])) {
+			vals := priv[i][k]
+			h := tb.rows[k]
+			if h == nil {
+				h = &heldRow{vals: vals}
+				tb.rows[k] = h
+			} else {
+				h.vals = merge(h.vals, vals)
+			}
+			h.addHolder(vs)
+			v.hold(vs, k, h)
+		}
+	}
+	for _, rk := range slices.Sorted(maps.Keys(v.srcs[0].rows)) {
+		for _, e := range v.enumerate(rk, v.srcs[0].rows[rk]) {
+			v.addEntry(rk, e)
+		}
+	}
+	wasRefilling := v.status == viewRefilling
+	v.status = viewLive
+	if wasRefilling {
+		var d delta
+		switch {
+		case v.plan.Count:
+			d.count = v.countN()
+			d.changed = d.count != old.countN()
+		case v.ordered:
+			d = v.diffShown()
+		default:
+			for k, e := range v.result {
+				oe := old.result[k]
+				if oe == nil || !sameValues(v.plan.Project(oe.q), v.plan.Project(e.q)) {
+					d.rows = append(d.rows, v.resultRow(e))
+				}
+			}
+			for k := range old.result {
+				if v.result[k] == nil {
+					d.removed = append(d.removed, Key(k))
+				}
+			}
+			slices.SortFunc(d.rows, func(a, b ResultRow) int { return cmpStr(string(a.Key), string(b.Key)) })
+			slices.Sort(d.removed)
+			d.changed = len(d.rows) > 0 || len(d.removed) > 0
+		}
+		s.emit(v, d, s.pos)
+	} else if v.ordered {
+		v.snapshotShown()
+	}
+	for _, sb := range v.subs {
+		if !sb.accepted {
+			sb.accepted = true
+			s.out.Outputs = append(s.out.Outputs, v.accepted(sb, s.pos))
+		}
+	}
+}
+
+// replaySource applies a logged change to a source's private rows; false
+// when a needed value is unknown.
+func (s *state) replaySource(vs *viewSource, preds []srcPred, m map[string][]any, ch *change.Change) bool {
+	tb := vs.t
+	switch ch.Op {
+	case change.OpTruncate:
+		if ch.Truncate != nil {
+			for _, rel := range ch.Truncate.Rels {
+				if rel.OID == tb.oid {
+					clear(m)
+				}
+			}
+		}
+		return true
+	case change.OpInsert, change.OpUpdate, change.OpDelete:
+	default:
+		return true
+	}
+	if ch.Rel == nil || ch.Rel.OID != tb.oid {
+		return true
+	}
+	var oldKey string
+	if ch.Old != nil {
+		ov, _ := tb.decodeRow(ch.Rel, ch.Old, nil, s.opts.Types)
+		oldKey, _ = tb.keyOf(ov)
+	}
+	if ch.Op == change.OpDelete {
+		delete(m, oldKey)
+		return true
+	}
+	nv, _ := tb.decodeRow(ch.Rel, ch.New, nil, s.opts.Types)
+	if oldKey == "" {
+		oldKey, _ = tb.keyOf(nv)
+	}
+	var fill *heldRow
+	if cur := m[oldKey]; cur != nil {
+		fill = &heldRow{vals: cur}
+	}
+	nv, _ = tb.decodeRow(ch.Rel, ch.New, fill, s.opts.Types)
+	newKey, ok := tb.keyOf(nv)
+	if !ok {
+		return false
+	}
+	delete(m, oldKey)
+	match, known := predMatch(preds, nv)
+	if !known {
+		return false
+	}
+	if match {
+		if !loaded(query.Row{srcVals(vs, nv)}) {
+			return false
+		}
+		m[newKey] = nv
+	}
+	return true
+}

@@ -43,12 +43,17 @@ type viewSource struct {
 	// byJoin indexes rows by the encoding of the source's join columns
 	// (On[k].Column for each k), for joins.
 	byJoin map[string]map[string]*heldRow
+	// byCol indexes rows by each column a later source joins on.
+	byCol map[int]map[string]map[string]*heldRow
 }
 
 // entry is one row of a view's result.
 type entry struct {
 	key  string
 	rows []*heldRow // per source (nil for a null-extended one)
+	// join entries: the root row's key and each source's key
+	root    string
+	srcKeys []string
 	q    query.Row
 }
 
@@ -60,6 +65,7 @@ type view struct {
 	subs   []*sub
 	status viewStatus
 	read   *read // the read being waited for
+	js     *joinState
 
 	rset
 	// shown is what ordered views' subscribers hold (the window's visible
@@ -69,7 +75,6 @@ type view struct {
 	// per transaction
 	dirty   bool
 	touched map[string]struct{} // single-table views: keys touched
-	roots   map[string]struct{} // join views: root keys to recompute
 }
 
 // rset is a result: rows by key and, for ordered views, sorted by
@@ -137,10 +142,10 @@ func (v *rset) visible() []*entry {
 	if !v.ordered {
 		return nil
 	}
-	lo, hi := 0, len(v.list)
-	if v.window {
-		lo = int(min(v.plan.Offset, int64(hi)))
-		hi = int(min(v.plan.Offset+v.plan.Limit, int64(hi)))
+	n := int64(len(v.list))
+	lo, hi := min(v.plan.Offset, n), n
+	if v.plan.Limit >= 0 {
+		hi = min(v.plan.Offset+v.plan.Limit, n)
 	}
 	return v.list[lo:hi]
 }
