@@ -79,7 +79,7 @@ type harness struct {
 	check   bool
 	// verified counts checks of single-table (false) and join (true) subscriptions.
 	verified map[bool]int
-	out     strings.Builder
+	out      strings.Builder
 }
 
 // model is what a subscriber has been told.

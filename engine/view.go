@@ -54,7 +54,7 @@ type entry struct {
 	// join entries: the root row's key and each source's key
 	root    string
 	srcKeys []string
-	q    query.Row
+	q       query.Row
 }
 
 // view is the maintained result of one plan, shared by its subscribers.
