@@ -458,8 +458,8 @@ func TestDecodeUndrained(t *testing.T) {
 // limit, is read back one fragment at a time: the heap never holds it
 // whole.
 func TestDecodeStreamedMillionRowsBoundedMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a million rows")
+	if testing.Short() || decodeRace {
+		t.Skip("a million rows: not in -short or -race runs")
 	}
 	const rows = 1_000_000
 	dir := t.TempDir()

@@ -1,0 +1,5 @@
+//go:build !race
+
+package pgwal
+
+const decodeRace = false
