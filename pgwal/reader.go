@@ -187,6 +187,7 @@ func HeartbeatPrefix(slot string) string { return "freshet.heartbeat." + slot }
 // drop the connection.
 type Reader struct {
 	cfg   Config
+	start change.LSN // the slot's position at Open
 	log   *slog.Logger
 	id    systemIdentity
 	types *typeCache
@@ -268,6 +269,7 @@ func Open(ctx context.Context, cfg Config) (*Reader, error) {
 		quiet:      true,
 		streams:    map[uint32]struct{}{},
 		lastCommit: max(cfg.StartLSN, res.ConfirmedFlush),
+		start:      res.ConfirmedFlush,
 	}
 	if cfg.StartLSN == 0 {
 		r.acked, r.flushed = res.ConfirmedFlush, res.ConfirmedFlush
@@ -293,6 +295,11 @@ func Open(ctx context.Context, cfg Config) (*Reader, error) {
 // SystemID is the server's system identifier (IDENTIFY_SYSTEM).
 func (r *Reader) SystemID() string { return r.id.SystemID }
 
+// ConsistentPoint is where the slot stood when Open found it: its
+// confirmed_flush_lsn, or its consistent point when Open created it.
+// Changes that committed after it are streamed.
+func (r *Reader) ConsistentPoint() change.LSN { return r.start }
+
 // Database is the name of the followed database.
 func (r *Reader) Database() string { return r.id.DBName }
 
@@ -303,8 +310,10 @@ func (r *Reader) Types() change.TypeResolver { return r.types }
 // Ack records that everything up to and including lsn is durably handled.
 // The slot's confirmed flush position never moves past acknowledged
 // positions (except, when nothing delivered is unacknowledged and nothing is
-// buffered, to the server's WAL end, so an idle slot does not pin WAL). It
-// is safe to call from any goroutine.
+// buffered, to the server's WAL end, so an idle slot does not pin WAL).
+// Acknowledging a heartbeat's position acknowledges every transaction
+// delivered before it, so do so only once those are handled. It is safe
+// to call from any goroutine.
 func (r *Reader) Ack(lsn change.LSN) {
 	r.mu.Lock()
 	if lsn > r.acked {
@@ -412,6 +421,10 @@ func (r *Reader) newDecoder() {
 		_ = r.dec.Close()
 	}
 	r.peeked = nil
+	if r.partial != nil {
+		// The server sends the cut-off transaction again from its start.
+		r.partial.skip = r.partial.changes
+	}
 	opts := r.cfg.Decoder
 	opts.ProtoVersion = r.cfg.ProtoVersion
 	opts.Binary = r.cfg.Binary
@@ -608,15 +621,17 @@ func (r *Reader) connectOnce(ctx context.Context, first bool) (*session, error) 
 	return &session{conn: conn, senderTimeout: timeout}, nil
 }
 
-// senderTimeout reads wal_sender_timeout (0 = disabled).
+// senderTimeout reads wal_sender_timeout (0 = disabled); when it cannot,
+// it assumes 4s, so the status cadence while the consumer stalls stays
+// short.
 func senderTimeout(ctx context.Context, conn *pgconn.PgConn) time.Duration {
 	res, err := conn.Exec(ctx, "SELECT setting FROM pg_settings WHERE name = 'wal_sender_timeout'").ReadAll()
 	if err != nil || len(res) != 1 || len(res[0].Rows) != 1 {
-		return 60 * time.Second
+		return 4 * time.Second
 	}
 	var ms int64
 	if _, err := fmt.Sscan(string(res[0].Rows[0][0]), &ms); err != nil {
-		return 60 * time.Second
+		return 4 * time.Second
 	}
 	return time.Duration(ms) * time.Millisecond
 }
@@ -806,7 +821,7 @@ func (r *Reader) stream(s *session) error {
 // receiver then reads nothing, so it cannot see the server's requests).
 func (r *Reader) statusLoop(ctx context.Context, s *session, replyNow <-chan struct{}) error {
 	w := &statusWriter{conn: s.conn.Conn()}
-	tick := r.cfg.StatusInterval
+	tick := min(r.cfg.StatusInterval, time.Second)
 	if s.senderTimeout > 0 {
 		tick = min(tick, s.senderTimeout/4)
 	}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package pgwal
+
+const raceEnabled = false
