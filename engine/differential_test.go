@@ -1,0 +1,670 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/freshetdb/freshet/query"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The randomized differential test: random schemas, random subscriptions
+// drawn from the supported grammar, random writes interleaved with
+// subscribes and unsubscribes, all through real PostgreSQL, the real
+// pgwal.Reader and the Engine. Whenever the writes quiesce, every live
+// subscription's client state (its Accepted with every Delta applied) must
+// equal PostgreSQL's answer to the same query, row for row and in order
+// (rows that tie on ORDER BY compared as multisets; a LIMIT's cut is
+// compared with ties broken by primary key, as the engine defines its
+// windows).
+//
+// A seed fixes the schema, the data, the queries and the writes; the
+// interleaving of writes with hydration reads is left to the scheduler,
+// so a failing seed is rerun a few times when it does not fail at once.
+//
+//	go test ./engine/ -run TestDifferential                        # CI seeds
+//	go test ./engine/ -run TestDifferential -diff.seed=12345       # one seed
+//	go test ./engine/ -run TestDifferential -soak=500              # more seeds
+//	go test ./engine/ -run TestDifferential -soak.time=10m -timeout=0
+var (
+	diffSeed     = flag.Uint64("diff.seed", 0, "run TestDifferential for this seed only")
+	diffSoak     = flag.Int("soak", 0, "TestDifferential: run this many seeds beyond the CI ones")
+	diffSoakTime = flag.Duration("soak.time", 0, "TestDifferential: keep running new seeds for this long")
+	diffVerbose  = flag.Bool("diff.v", false, "TestDifferential: log every query and write")
+)
+
+// diffCISeeds is how many seeds run in CI (about 1-2 minutes on 2 cores).
+const diffCISeeds = 16
+
+// diffJoins turns join subscriptions on. The core's joins are not done
+// yet (engine/join.go is a stub): with joins on, their results would be
+// wrong for want of an implementation, not a bug. The test logs that they
+// are excluded.
+const diffJoins = false
+
+func TestDifferential(t *testing.T) {
+	if testing.Short() {
+		t.Skip("differential test: skipped with -short")
+	}
+	var seeds []uint64
+	switch {
+	case *diffSeed != 0:
+		seeds = []uint64{*diffSeed}
+	default:
+		for i := range diffCISeeds + *diffSoak {
+			seeds = append(seeds, uint64(1000+i))
+		}
+	}
+	if !diffJoins {
+		t.Log("excluded: JOIN subscriptions (the core's joins are not implemented yet: diffJoins = false)")
+	}
+	total := diffTotals{refused: map[string]int{}, ended: map[string]int{}}
+	for _, seed := range seeds {
+		if !t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runDifferential(t, seed, &total) }) {
+			return
+		}
+	}
+	if *diffSoakTime > 0 {
+		deadline := time.Now().Add(*diffSoakTime)
+		for seed := uint64(time.Now().UnixNano()); time.Now().Before(deadline); seed++ {
+			if !t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runDifferential(t, seed, &total) }) {
+				return
+			}
+		}
+	}
+	t.Logf("compared %d results (%d ordered, %d counts) of %d subscriptions over %d seeds; %d writes committed, %d rolled back",
+		total.compared, total.ordered, total.counts, total.subs, total.seeds, total.commits, total.rollbacks)
+	t.Logf("refused by the query layer: %v", total.refused)
+	t.Logf("refused or ended by the engine: %v", total.ended)
+	if total.compared == 0 {
+		t.Fatalf("no result was compared")
+	}
+}
+
+// diffTotals are counters over every seed, to show what was covered.
+type diffTotals struct {
+	seeds, subs, compared, ordered, counts, commits, rollbacks int
+	refused, ended                                             map[string]int
+}
+
+// dcol is a column of a generated table.
+type dcol struct {
+	name     string
+	typ      string // SQL type name
+	oid      uint32
+	notNull  bool
+	values   []string // the text forms values are drawn from
+	ordering bool     // < > BETWEEN apply
+	text     bool     // LIKE applies
+	boolean  bool
+}
+
+// dtable is a generated table: k (int4) first, then maybe k2 (text) in the
+// primary key, r (int4, a reference to some table's k), then random
+// columns.
+type dtable struct {
+	name string
+	cols []dcol
+	pk   []string
+}
+
+func (tb *dtable) col(name string) *dcol {
+	for i := range tb.cols {
+		if tb.cols[i].name == name {
+			return &tb.cols[i]
+		}
+	}
+	return nil
+}
+
+// diffTypes are the column types tables are made of, each with the values
+// drawn for it: few, so filters and joins match often.
+func diffTypes(long string) []dcol {
+	return []dcol{
+		{typ: "int4", oid: 23, values: []string{"-3", "0", "1", "2", "3", "5", "7", "10", "12"}, ordering: true},
+		{typ: "int8", oid: 20, values: []string{"-9223372036854775808", "0", "1", "2", "5", "9007199254740993", "11"}, ordering: true},
+		{typ: "numeric", oid: 1700, values: []string{"0", "1.5", "1.50", "-2.25", "10", "3.14159", "100000000000000000000.1", "NaN", "2"}, ordering: true},
+		{typ: "text", oid: 25, values: []string{"", "a", "ab", "B", "abc", "a%b", "a_c", "z", "é", "Ab", "ß", long}, ordering: true, text: true},
+		{typ: "bool", oid: 16, values: []string{"true", "false"}, boolean: true},
+		{typ: "timestamptz", oid: 1184, values: []string{"2024-01-01 00:00:00+00", "2024-01-01 12:30:00.5+00", "2023-12-31 23:59:59.999999+00", "infinity", "-infinity", "2024-06-01 00:00:00+02"}, ordering: true},
+		{typ: "date", oid: 1082, values: []string{"2024-01-01", "2024-02-29", "1999-12-31", "infinity", "2024-01-02"}, ordering: true},
+		{typ: "float8", oid: 701, values: []string{"0", "-0", "1.5", "2", "1e-10", "-3.25", "Infinity", "NaN"}, ordering: true},
+		{typ: "uuid", oid: 2950, values: []string{"00000000-0000-0000-0000-000000000001", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "ffffffff-ffff-ffff-ffff-ffffffffffff"}, ordering: true},
+	}
+}
+
+// dgen generates one seed's schema, queries and writes.
+type dgen struct {
+	rng    *rand.Rand
+	tables []*dtable
+}
+
+func newDgen(seed uint64) *dgen {
+	g := &dgen{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	var lb strings.Builder
+	for range 3000 {
+		lb.WriteByte(byte('a' + g.rng.IntN(26)))
+	}
+	types := diffTypes(lb.String())
+	for i := range 2 + g.rng.IntN(2) {
+		tb := &dtable{name: fmt.Sprintf("t%d", i)}
+		keys := []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20"}
+		tb.cols = append(tb.cols, dcol{name: "k", typ: "int4", oid: 23, notNull: true, values: keys, ordering: true})
+		tb.pk = []string{"k"}
+		if g.rng.IntN(2) == 0 {
+			tb.cols = append(tb.cols, dcol{name: "k2", typ: "text", oid: 25, notNull: true, values: []string{"a", "b", "c"}, ordering: true, text: true})
+			tb.pk = append(tb.pk, "k2")
+		}
+		tb.cols = append(tb.cols, dcol{name: "r", typ: "int4", oid: 23, values: keys[:12], ordering: true})
+		for j := range 2 + g.rng.IntN(4) {
+			c := types[g.rng.IntN(len(types))]
+			c.name = fmt.Sprintf("c%d", j+1)
+			c.notNull = g.rng.IntN(3) == 0
+			tb.cols = append(tb.cols, c)
+		}
+		g.tables = append(g.tables, tb)
+	}
+	return g
+}
+
+func (g *dgen) pick(vs []string) string { return vs[g.rng.IntN(len(vs))] }
+
+func lit(c *dcol, v string) string {
+	return "'" + strings.ReplaceAll(v, "'", "''") + "'::" + c.typ
+}
+
+// value is a literal for c (NULL sometimes when c allows it).
+func (g *dgen) value(c *dcol) string {
+	if !c.notNull && g.rng.IntN(5) == 0 {
+		return "NULL"
+	}
+	return lit(c, g.pick(c.values))
+}
+
+func (g *dgen) ddl() string {
+	var b strings.Builder
+	for _, tb := range g.tables {
+		fmt.Fprintf(&b, "CREATE TABLE %s (", tb.name)
+		for _, c := range tb.cols {
+			fmt.Fprintf(&b, "%s %s%s, ", c.name, c.typ, map[bool]string{true: " NOT NULL"}[c.notNull])
+		}
+		fmt.Fprintf(&b, "PRIMARY KEY (%s));\n", strings.Join(tb.pk, ", "))
+	}
+	return b.String()
+}
+
+// --- queries
+
+// dquery is a generated subscription: its SQL and binds, and the
+// reference query PostgreSQL answers for comparison.
+type dquery struct {
+	sql     string
+	ref     string
+	binds   []query.Bind
+	ordered bool
+	shape   string
+}
+
+// dsrc is a table in a query's FROM.
+type dsrc struct {
+	tb    *dtable
+	alias string
+}
+
+type qbuilder struct {
+	g     *dgen
+	srcs  []dsrc
+	binds []query.Bind
+}
+
+// operand is a value for column c: a literal, or a bind.
+func (q *qbuilder) operand(c *dcol) string {
+	v := q.g.pick(c.values)
+	if q.g.rng.IntN(3) == 0 {
+		oid := c.oid
+		if q.g.rng.IntN(3) == 0 {
+			oid = 0 // inferred from the column, as PostgreSQL would
+		}
+		q.binds = append(q.binds, query.Bind{OID: oid, Format: query.FormatText, Data: []byte(v)})
+		return fmt.Sprintf("$%d", len(q.binds))
+	}
+	return lit(c, v)
+}
+
+// column picks a column of one of the sources.
+func (q *qbuilder) column() (string, *dcol) {
+	s := q.srcs[q.g.rng.IntN(len(q.srcs))]
+	c := &s.tb.cols[q.g.rng.IntN(len(s.tb.cols))]
+	return s.alias + "." + c.name, c
+}
+
+// pred generates a filter.
+func (q *qbuilder) pred(depth int) string {
+	g := q.g
+	if depth > 0 && g.rng.IntN(3) > 0 {
+		switch g.rng.IntN(5) {
+		case 0, 1:
+			return "(" + q.pred(depth-1) + " AND " + q.pred(depth-1) + ")"
+		case 2, 3:
+			return "(" + q.pred(depth-1) + " OR " + q.pred(depth-1) + ")"
+		default:
+			return "NOT (" + q.pred(depth-1) + ")"
+		}
+	}
+	name, c := q.column()
+	switch k := g.rng.IntN(12); {
+	case c.boolean && k < 3:
+		return []string{name, "NOT " + name, name + " IS TRUE", name + " IS NOT FALSE", name + " IS UNKNOWN"}[g.rng.IntN(5)]
+	case k < 4:
+		ops := []string{"=", "<>"}
+		if c.ordering {
+			ops = append(ops, "<", "<=", ">", ">=")
+		}
+		return name + " " + g.pick(ops) + " " + q.operand(c)
+	case k < 5 && c.ordering:
+		not := map[bool]string{true: "NOT "}[g.rng.IntN(4) == 0]
+		return name + " " + not + "BETWEEN " + q.operand(c) + " AND " + q.operand(c)
+	case k < 7:
+		var items []string
+		for range 1 + g.rng.IntN(4) {
+			items = append(items, q.operand(c))
+		}
+		if g.rng.IntN(8) == 0 {
+			items = append(items, "NULL")
+		}
+		not := map[bool]string{true: "NOT "}[g.rng.IntN(3) == 0]
+		return name + " " + not + "IN (" + strings.Join(items, ", ") + ")"
+	case k < 8:
+		return name + " IS " + map[bool]string{true: "NOT "}[g.rng.IntN(2) == 0] + "NULL"
+	case k < 9 && c.text:
+		pats := []string{"a%", "%b", "_", "a\\_%", "%", "%é%", "A%", "%c"}
+		op := g.pick([]string{"LIKE", "NOT LIKE", "LIKE", "ILIKE"})
+		return name + " " + op + " '" + g.pick(pats) + "'"
+	case k < 10:
+		return name + " IS " + map[bool]string{true: "NOT "}[g.rng.IntN(2) == 0] + "DISTINCT FROM " + q.operand(c)
+	case k < 11 && (c.typ == "int4" || c.typ == "text"):
+		var items []string
+		for range g.rng.IntN(4) {
+			v := g.pick(c.values)
+			items = append(items, `"`+strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(v)+`"`)
+		}
+		oid := uint32(1007)
+		if c.typ == "text" {
+			oid = 1009
+		}
+		q.binds = append(q.binds, query.Bind{OID: oid, Format: query.FormatText, Data: []byte("{" + strings.Join(items, ",") + "}")})
+		return fmt.Sprintf("%s = ANY($%d)", name, len(q.binds))
+	}
+	return name + " = " + q.operand(c)
+}
+
+// joinOn links source i to an earlier one; "" when none fits.
+func (q *qbuilder) joinOn(i int) string {
+	b := q.srcs[i]
+	a := q.srcs[q.g.rng.IntN(i)]
+	switch q.g.rng.IntN(3) {
+	case 0:
+		return fmt.Sprintf("%s.r = %s.k", b.alias, a.alias)
+	case 1:
+		return fmt.Sprintf("%s.k = %s.r", b.alias, a.alias)
+	}
+	on := fmt.Sprintf("%s.k = %s.k", b.alias, a.alias)
+	if b.tb.col("k2") != nil && a.tb.col("k2") != nil {
+		on += fmt.Sprintf(" AND %s.k2 = %s.k2", b.alias, a.alias)
+	}
+	return on
+}
+
+func (g *dgen) query() dquery {
+	q := &qbuilder{g: g}
+	nsrc := 1
+	if diffJoins && g.rng.IntN(3) == 0 {
+		nsrc = 2 + g.rng.IntN(2)
+	}
+	var from strings.Builder
+	var kinds []string
+	for i := range nsrc {
+		tb := g.tables[g.rng.IntN(len(g.tables))]
+		q.srcs = append(q.srcs, dsrc{tb: tb, alias: fmt.Sprintf("s%d", i)})
+		if i == 0 {
+			fmt.Fprintf(&from, "%s s0", tb.name)
+			continue
+		}
+		kind := g.pick([]string{"JOIN", "LEFT JOIN"})
+		kinds = append(kinds, kind)
+		fmt.Fprintf(&from, " %s %s s%d ON %s", kind, tb.name, i, q.joinOn(i))
+	}
+	shape := "filter"
+	if nsrc > 1 {
+		shape = "join"
+	}
+
+	count := g.rng.IntN(6) == 0
+	var targets []string
+	if count {
+		targets = []string{"count(*)"}
+		shape += "+count"
+	} else if g.rng.IntN(5) == 0 {
+		targets = []string{"*"}
+	} else {
+		for range 1 + g.rng.IntN(4) {
+			name, _ := q.column()
+			if g.rng.IntN(4) == 0 {
+				name += fmt.Sprintf(" AS out%d", len(targets))
+			}
+			targets = append(targets, name)
+		}
+	}
+	where := ""
+	if g.rng.IntN(7) > 0 {
+		where = " WHERE " + q.pred(2)
+	}
+	var order []string
+	limit, offset := "", ""
+	if !count && g.rng.IntN(2) == 0 {
+		for range 1 + g.rng.IntN(2) {
+			name, _ := q.column()
+			dir := g.pick([]string{"", " ASC", " DESC"})
+			nulls := g.pick([]string{"", "", " NULLS FIRST", " NULLS LAST"})
+			order = append(order, name+dir+nulls)
+		}
+		shape += "+order"
+		if g.rng.IntN(5) < 3 {
+			n := fmt.Sprint(g.rng.IntN(12))
+			if g.rng.IntN(4) == 0 {
+				q.binds = append(q.binds, query.Bind{OID: 20, Format: query.FormatText, Data: []byte(n)})
+				n = fmt.Sprintf("$%d", len(q.binds))
+			}
+			limit = " LIMIT " + n
+			shape += "+limit"
+			if g.rng.IntN(2) == 0 {
+				offset = fmt.Sprintf(" OFFSET %d", g.rng.IntN(6))
+			}
+		}
+	}
+	sel := "SELECT " + strings.Join(targets, ", ") + " FROM " + from.String() + where
+	dq := dquery{binds: q.binds, shape: shape, ordered: len(order) > 0}
+	dq.sql = sel
+	dq.ref = sel
+	if len(order) > 0 {
+		ob := " ORDER BY " + strings.Join(order, ", ")
+		dq.sql += ob + limit + offset
+		// The reference adds each row's tie group and, under a LIMIT,
+		// breaks ties by the sources' primary keys as the engine's
+		// windows do.
+		ties := ""
+		if limit != "" {
+			for _, s := range q.srcs {
+				for _, k := range s.tb.pk {
+					ties += ", " + s.alias + "." + k + " ASC NULLS LAST"
+				}
+			}
+		}
+		dq.ref = "SELECT " + strings.Join(targets, ", ") + ", dense_rank() OVER (" + ob[1:] + ") FROM " + from.String() + where +
+			ob + ties + limit + offset
+	}
+	return dq
+}
+
+// --- writes
+
+// write returns one statement changing a random table.
+func (g *dgen) write() string {
+	tb := g.tables[g.rng.IntN(len(g.tables))]
+	k := tb.col("k")
+	keyPred := func() string {
+		switch g.rng.IntN(4) {
+		case 0:
+			return fmt.Sprintf("k BETWEEN %s AND %s", g.pick(k.values), g.pick(k.values))
+		case 1:
+			c := &tb.cols[g.rng.IntN(len(tb.cols))]
+			return fmt.Sprintf("%s = %s", c.name, lit(c, g.pick(c.values)))
+		}
+		return "k = " + g.pick(k.values)
+	}
+	switch n := g.rng.IntN(20); {
+	case n < 8:
+		var rows []string
+		for range 1 + g.rng.IntN(3) {
+			var vs []string
+			for i := range tb.cols {
+				vs = append(vs, g.value(&tb.cols[i]))
+			}
+			rows = append(rows, "("+strings.Join(vs, ", ")+")")
+		}
+		return fmt.Sprintf("INSERT INTO %s VALUES %s ON CONFLICT DO NOTHING", tb.name, strings.Join(rows, ", "))
+	case n < 13:
+		var sets []string
+		seen := map[string]bool{}
+		for range 1 + g.rng.IntN(2) {
+			c := &tb.cols[len(tb.pk)+g.rng.IntN(len(tb.cols)-len(tb.pk))]
+			if !seen[c.name] {
+				seen[c.name] = true
+				sets = append(sets, c.name+" = "+g.value(c))
+			}
+		}
+		return fmt.Sprintf("UPDATE %s SET %s WHERE %s", tb.name, strings.Join(sets, ", "), keyPred())
+	case n < 15:
+		// A primary key change, only where the new key is free.
+		from, to := g.pick(k.values), g.pick(k.values)
+		if tb.col("k2") != nil {
+			return fmt.Sprintf("UPDATE %[1]s t SET k = %[3]s WHERE k = %[2]s AND NOT EXISTS (SELECT 1 FROM %[1]s u WHERE u.k = %[3]s AND u.k2 = t.k2)", tb.name, from, to)
+		}
+		return fmt.Sprintf("UPDATE %[1]s SET k = %[3]s, r = %[4]s WHERE k = %[2]s AND NOT EXISTS (SELECT 1 FROM %[1]s u WHERE u.k = %[3]s)", tb.name, from, to, g.value(tb.col("r")))
+	case n < 19:
+		return fmt.Sprintf("DELETE FROM %s WHERE %s", tb.name, keyPred())
+	}
+	if g.rng.IntN(4) == 0 {
+		return "TRUNCATE " + tb.name
+	}
+	return fmt.Sprintf("UPDATE %s SET r = r WHERE %s", tb.name, keyPred())
+}
+
+// txn returns one transaction: statements and whether it commits.
+func (g *dgen) txn() ([]string, bool) {
+	n := 1
+	if g.rng.IntN(3) == 0 {
+		n = 2 + g.rng.IntN(5)
+	}
+	var stmts []string
+	for range n {
+		stmts = append(stmts, g.write())
+	}
+	return stmts, g.rng.IntN(8) > 0
+}
+
+// --- the run
+
+type dsub struct {
+	q   dquery
+	id  SubID
+	rec *recorder
+}
+
+func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("seed %d (rerun: go test ./engine/ -run TestDifferential -diff.seed=%d -diff.v): %s", seed, seed, fmt.Sprintf(format, args...))
+	}
+	g := newDgen(seed)
+	r := newRig(t, g.ddl(), Config{ReadConcurrency: 2, WindowMargin: 1 + g.rng.IntN(4)})
+	ctx := context.Background()
+	if *diffVerbose {
+		t.Logf("schema:\n%s", g.ddl())
+	}
+	total.seeds++
+	// Rows to start from, written before anything subscribes.
+	var initial [][]string
+	for range 30 {
+		var stmts []string
+		for range 3 {
+			if s := g.write(); strings.HasPrefix(s, "INSERT") {
+				stmts = append(stmts, s)
+			}
+		}
+		if len(stmts) > 0 {
+			initial = append(initial, stmts)
+		}
+	}
+	if _, _, err := runTxns(ctx, r.conn.PgConn(), initial, nil, nil); err != nil {
+		fail("initial rows: %v", err)
+	}
+
+	var subs []*dsub
+	const rounds = 3
+	for round := range rounds {
+		// Writes run on their own connection while this goroutine
+		// subscribes and unsubscribes.
+		var plan [][]string
+		var commit []bool
+		for range 25 {
+			s, c := g.txn()
+			plan, commit = append(plan, s), append(commit, c)
+		}
+		var wg sync.WaitGroup
+		var werr error
+		var commits, rollbacks int
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var logf func(string, ...any)
+			if *diffVerbose {
+				logf = t.Logf
+			}
+			commits, rollbacks, werr = runTxns(ctx, r.conn.PgConn(), plan, commit, logf)
+		}()
+		for range 6 {
+			if len(subs) > 0 && g.rng.IntN(4) == 0 {
+				i := g.rng.IntN(len(subs))
+				if err := r.e.Unsubscribe(ctx, subs[i].id); err != nil {
+					fail("unsubscribe: %v", err)
+				}
+				subs = slices.Delete(subs, i, i+1)
+			}
+			var dq dquery
+			if len(subs) > 0 && g.rng.IntN(6) == 0 {
+				dq = subs[g.rng.IntN(len(subs))].q // the same query again: a shared view
+			} else {
+				dq = g.query()
+			}
+			rec := newRecorder()
+			id, refusal, err := r.e.Subscribe(ctx, dq.sql, dq.binds, ModeRows, rec)
+			if err != nil {
+				fail("subscribe %q: %v", dq.sql, err)
+			}
+			if refusal != nil {
+				total.refused[string(refusal.Code)]++
+				if *diffVerbose {
+					t.Logf("refused %q: %v", dq.sql, refusal)
+				}
+				continue
+			}
+			total.subs++
+			if *diffVerbose {
+				t.Logf("subscribe %d (%s): %s binds %s", id, dq.shape, dq.sql, fmtBinds(dq.binds))
+			}
+			subs = append(subs, &dsub{q: dq, id: id, rec: rec})
+			time.Sleep(time.Duration(g.rng.IntN(20)) * time.Millisecond)
+		}
+		wg.Wait()
+		if werr != nil {
+			fail("write: %v", werr)
+		}
+		total.commits += commits
+		total.rollbacks += rollbacks
+		r.quiesce(60 * time.Second)
+
+		live := subs[:0]
+		for _, s := range subs {
+			st, reason := s.rec.state()
+			switch st {
+			case OutputAccepted:
+			case OutputRefused, OutputEnded:
+				key := st.String() + ": " + reasonClass(reason)
+				total.ended[key]++
+				t.Logf("round %d: subscription %d %s: %s (%s)", round, s.id, st, reason, s.q.sql)
+				continue
+			default:
+				fail("round %d: subscription %d has no answer after the engine quiesced: %s", round, s.id, s.q.sql)
+			}
+			want, err := r.reference(s.q.ref, s.q.binds)
+			if err != nil {
+				fail("reference query %q: %v", s.q.ref, err)
+			}
+			got, err := s.rec.result(s.q.ordered, r.reader.Types())
+			if err != nil {
+				fail("round %d: subscription %d (%s) %s binds %s: client state: %v", round, s.id, s.q.shape, s.q.sql, fmtBinds(s.q.binds), err)
+			}
+			if err := sameRows(got, want, s.q.ordered); err != nil {
+				fail("round %d: subscription %d (%s) %s binds %s:\n%v", round, s.id, s.q.shape, s.q.sql, fmtBinds(s.q.binds), err)
+			}
+			total.compared++
+			if s.q.ordered {
+				total.ordered++
+			}
+			if strings.Contains(s.q.shape, "count") {
+				total.counts++
+			}
+			live = append(live, s)
+		}
+		subs = live
+	}
+}
+
+// runTxns runs each list of statements as one transaction, committing it
+// when commit[i] (nil: always) and rolling it back otherwise or when a
+// statement fails (a unique violation, say).
+func runTxns(ctx context.Context, conn *pgconn.PgConn, txns [][]string, commit []bool, logf func(string, ...any)) (commits, rollbacks int, err error) {
+	for i, stmts := range txns {
+		ok := commit == nil || commit[i]
+		sql := "BEGIN;\n" + strings.Join(stmts, ";\n") + ";\n"
+		if ok {
+			sql += "COMMIT"
+		} else {
+			sql += "ROLLBACK"
+		}
+		_, err := conn.Exec(ctx, sql).ReadAll()
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil && ok:
+			commits++
+		case err == nil:
+			rollbacks++
+		case errors.As(err, &pgErr):
+			if _, err := conn.Exec(ctx, "ROLLBACK").ReadAll(); err != nil {
+				return commits, rollbacks, err
+			}
+			rollbacks++
+		default:
+			return commits, rollbacks, err
+		}
+		if logf != nil {
+			logf("write (commit %v, err %v): %s", ok, err, strings.Join(stmts, "; "))
+		}
+	}
+	return commits, rollbacks, nil
+}
+
+func fmtBinds(bs []query.Bind) string {
+	var parts []string
+	for i, b := range bs {
+		parts = append(parts, fmt.Sprintf("$%d=%q::%d", i+1, b.Data, b.OID))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// reasonClass shortens a reason to its kind, for the totals.
+func reasonClass(reason string) string {
+	if i := strings.IndexAny(reason, ":("); i > 0 {
+		reason = reason[:i]
+	}
+	return strings.TrimSpace(reason)
+}
