@@ -188,10 +188,11 @@ func BenchmarkHostile(b *testing.B) {
 	opts.Catalog = snapshotCatalog(b)
 	for _, bc := range []struct{ name, sql string }{
 		{"deep-refused-5000", deepQuery(5000)},
-		{"wide-refused-15000", wideQuery(15000)},
+		{"wide-refused-8000", wideQuery(8000)},
 		{"product-refused-2^60", productQuery(60)},
-		{"in-refused-40000", inQuery(40000)},
+		{"in-refused-15000", inQuery(15000)},
 		{"too-long-refused-1MB", wideQuery(70000)},
+		{"too-long-refused-1MB-in", inQuery(150000)},
 		{"wide-accepted-1024", wideQuery(1024)},
 		{"in-accepted-10000", inQuery(10000)},
 	} {

@@ -45,7 +45,7 @@ type Options struct {
 const (
 	DefaultMaxAlternatives = 1024
 	DefaultMaxInValues     = 10000
-	DefaultMaxSQLLength    = 256 << 10
+	DefaultMaxSQLLength    = 128 << 10
 	DefaultMaxDepth        = 200
 )
 
