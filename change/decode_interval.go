@@ -7,123 +7,161 @@ import (
 	"strings"
 )
 
-// ParseInterval parses an interval in PostgreSQL's "postgres" style, the
-// form the server prints: "1 year 2 mons 3 days 04:05:06.789",
-// "-1 days +02:00:00", "00:00:00". The verbose units PostgreSQL accepts
-// on input (years, months, weeks, days, hours, minutes, seconds,
-// milliseconds, microseconds and their abbreviations), a leading "@" and a
-// trailing "ago" are accepted too. Fractions are accepted for seconds and
-// smaller units only; ISO 8601 ("P1Y2M") and SQL-standard forms are not.
+// ParseInterval parses an interval as PostgreSQL's interval input does in
+// the "postgres" style: the form the server prints ("1 year 2 mons 3 days
+// 04:05:06.789", "-1 days +02:00:00", "00:00:00") and the verbose forms
+// people write ("@ 1 minute ago", "1.5 days", "3 weeks 2 hours"). Fields
+// are read right to left as PostgreSQL reads them: a number takes the unit
+// after it, a bare rightmost number is seconds, a number before a time or
+// after an hours field is days, each unit may appear once, and fractional
+// units spill into smaller ones with PostgreSQL's arithmetic ("1.5 mons" is
+// 1 mon 15 days). ISO 8601 ("P1Y2M") and SQL-standard ("1-2") forms are not
+// accepted.
 func ParseInterval(s string) (Interval, error) {
 	bad := func(why string) (Interval, error) {
 		return Interval{}, fmt.Errorf("parse interval %q: %s", clip(s), why)
 	}
-	var months, days, us int64
-	fields := strings.Fields(s)
-	if len(fields) == 0 {
-		return bad("empty")
-	}
-	if fields[0] == "@" {
-		fields = fields[1:]
-	}
-	ago := false
-	if n := len(fields); n > 0 && strings.EqualFold(fields[n-1], "ago") {
-		ago = true
-		fields = fields[:n-1]
+	var fields []string
+	for _, f := range strings.Fields(s) {
+		// A number may carry its unit: "1day" is "1 day".
+		if cut := strings.IndexFunc(f, func(r rune) bool { return (r < '0' || r > '9') && r != '.' && r != '+' && r != '-' && r != ':' }); cut > 0 {
+			fields = append(fields, f[:cut], f[cut:])
+		} else if f != "@" {
+			fields = append(fields, f)
+		}
 	}
 	if len(fields) == 0 {
 		return bad("no fields")
 	}
-	ok := true
-	for k := 0; k < len(fields); k++ {
+	var months, days, us int64
+	var fmask uint
+	ago, agoUnit := false, false
+	unit, haveUnit := intervalUnit{}, false
+	for k := len(fields) - 1; k >= 0; k-- {
 		f := fields[k]
-		if strings.IndexByte(f, ':') >= 0 {
+		var tmask uint
+		switch {
+		case strings.EqualFold(f, "ago"):
+			// PostgreSQL 15 takes "ago" anywhere, but not right after a
+			// number ("1 ago").
+			ago = true
+			unit, haveUnit, agoUnit = intervalUnit{}, true, true
+			continue
+		case strings.IndexByte(f, ':') >= 0:
 			t, good := parseIntervalClock(f)
 			if !good {
 				return bad(fmt.Sprintf("malformed time %q", clip(f)))
 			}
+			var ok bool
 			if us, ok = addInt64(us, t); !ok {
 				return bad("out of range")
 			}
-			continue
-		}
-		num := f
-		unit := ""
-		// A number may carry its unit ("1day") or take the next field.
-		if cut := strings.IndexFunc(num, func(r rune) bool { return (r < '0' || r > '9') && r != '.' && r != '+' && r != '-' }); cut > 0 {
-			num, unit = f[:cut], f[cut:]
-		} else if k+1 < len(fields) {
-			k++
-			unit = fields[k]
-		} else {
-			unit = "s" // a bare number is seconds, as in PostgreSQL
-		}
-		whole, fracDigits, neg, good := splitNumber(num)
-		if !good {
-			return bad(fmt.Sprintf("malformed number %q", clip(num)))
-		}
-		u, good := intervalUnits[strings.ToLower(unit)]
-		if !good {
-			return bad(fmt.Sprintf("unknown unit %q", clip(unit)))
-		}
-		if fracDigits != "" && u.micros == 0 {
-			return bad(fmt.Sprintf("fractional %s are not supported; write the value in smaller units", unit))
-		}
-		sign := int64(1)
-		if neg {
-			sign = -1
-		}
-		switch {
-		case u.months != 0:
-			v, good := mulInt64(whole, u.months)
+			tmask = maskHour | maskMinute | maskSecond | maskMilli | maskMicro
+			unit, haveUnit = intervalUnits["day"], true
+		case f[0] >= '0' && f[0] <= '9' || f[0] == '.' || f[0] == '+' || f[0] == '-':
+			whole, fracDigits, neg, good := splitNumber(f)
 			if !good {
+				return bad(fmt.Sprintf("malformed number %q", clip(f)))
+			}
+			u := unit
+			if !haveUnit {
+				u = intervalUnits["second"] // a bare rightmost number is seconds
+			}
+			if agoUnit && u.mask == 0 {
+				return bad(fmt.Sprintf("number %q before \"ago\" has no unit", clip(f)))
+			}
+			fval := 0.0
+			if fracDigits != "" {
+				fval, _ = strconv.ParseFloat("0."+fracDigits, 64)
+			}
+			if neg {
+				whole, fval = -whole, -fval
+			}
+			// PostgreSQL's arithmetic (DecodeInterval and its Adjust*
+			// helpers), in float64 where it uses double, so fractional
+			// units round the same way.
+			good = true
+			switch {
+			case u.months == 1:
+				months, good = addMul(months, whole, 1)
+				if good {
+					days, us, good = fractDays(days, us, fval, 30)
+				}
+			case u.months != 0:
+				months, good = addMul(months, whole, u.months)
+				if good {
+					months, good = addInt64(months, int64(math.RoundToEven(fval*float64(u.months/12)*12)))
+				}
+			case u.days == 1:
+				days, good = addMul(days, whole, 1)
+				if good {
+					us, good = fractMicros(us, fval, usecsPerDay)
+				}
+			case u.days != 0:
+				days, good = addMul(days, whole, u.days)
+				if good {
+					days, us, good = fractDays(days, us, fval, u.days)
+				}
+			default:
+				us, good = addMul(us, whole, u.micros)
+				if good {
+					us, good = fractMicros(us, fval, u.micros)
+				}
+			}
+			if !good || days > math.MaxInt32 || days < math.MinInt32 || months > math.MaxInt32 || months < math.MinInt32 {
 				return bad("out of range")
 			}
-			if months, ok = addInt64(months, sign*v); !ok {
-				return bad("out of range")
+			tmask = u.mask
+			if u.mask == maskSecond && fval != 0 {
+				tmask = maskSecond | maskMilli | maskMicro
 			}
-		case u.days != 0:
-			v, good := mulInt64(whole, u.days)
-			if !good {
-				return bad("out of range")
-			}
-			if days, ok = addInt64(days, sign*v); !ok {
-				return bad("out of range")
+			if u.mask == maskHour {
+				unit, haveUnit = intervalUnits["day"], true // a number before hours is days
+			} else {
+				unit, haveUnit = u, true
 			}
 		default:
-			v, good := mulInt64(whole, u.micros)
-			if !good {
-				return bad("out of range")
+			// A unit without a number is ignored, as PostgreSQL 15 does.
+			u, ok := intervalUnits[strings.ToLower(f)]
+			if !ok {
+				return bad(fmt.Sprintf("unknown unit %q", clip(f)))
 			}
-			fr, _ := fracMicros(fracDigits)
-			// fr is in microseconds per second; scale to the unit.
-			switch u.micros {
-			case usecsPerSec:
-			case usecsPerMin, usecsPerHour:
-				fr = fr * (u.micros / usecsPerSec)
-			case 1000:
-				fr = (fr + 500) / 1000
-			case 1:
-				fr = (fr + 500000) / 1000000
-			}
-			if v, ok = addInt64(v, fr); !ok {
-				return bad("out of range")
-			}
-			if us, ok = addInt64(us, sign*v); !ok {
-				return bad("out of range")
-			}
+			unit, haveUnit = u, true
 		}
+		if tmask&fmask != 0 {
+			return bad(fmt.Sprintf("%q repeats a field", clip(f)))
+		}
+		fmask |= tmask
+	}
+	if fmask == 0 {
+		return bad("no fields")
 	}
 	if ago {
 		months, days, us = -months, -days, -us
 	}
-	if months > math.MaxInt32 || months < math.MinInt32 || days > math.MaxInt32 || days < math.MinInt32 {
-		return bad("out of range")
-	}
 	return Interval{Months: int32(months), Days: int32(days), Micros: us}, nil
 }
 
-type intervalUnit struct{ months, days, micros int64 }
+// The interval fields, for refusing a unit given twice as PostgreSQL does.
+const (
+	maskMicro uint = 1 << iota
+	maskMilli
+	maskSecond
+	maskMinute
+	maskHour
+	maskDay
+	maskWeek
+	maskMonth
+	maskYear
+	maskDecade
+	maskCentury
+	maskMillennium
+)
+
+type intervalUnit struct {
+	months, days, micros int64
+	mask                 uint
+}
 
 var intervalUnits = map[string]intervalUnit{}
 
@@ -133,18 +171,56 @@ func init() {
 			intervalUnits[n] = u
 		}
 	}
-	add(intervalUnit{months: 12000}, "millennium", "millennia", "millenniums", "mil", "mils")
-	add(intervalUnit{months: 1200}, "century", "centuries", "cent", "c")
-	add(intervalUnit{months: 120}, "decade", "decades", "dec", "decs")
-	add(intervalUnit{months: 12}, "year", "years", "yr", "yrs", "y")
-	add(intervalUnit{months: 1}, "mon", "mons", "month", "months")
-	add(intervalUnit{days: 7}, "week", "weeks", "w")
-	add(intervalUnit{days: 1}, "day", "days", "d")
-	add(intervalUnit{micros: usecsPerHour}, "hour", "hours", "hr", "hrs", "h")
-	add(intervalUnit{micros: usecsPerMin}, "minute", "minutes", "min", "mins", "m")
-	add(intervalUnit{micros: usecsPerSec}, "second", "seconds", "sec", "secs", "s")
-	add(intervalUnit{micros: 1000}, "millisecond", "milliseconds", "msec", "msecs", "ms")
-	add(intervalUnit{micros: 1}, "microsecond", "microseconds", "usec", "usecs", "us")
+	add(intervalUnit{months: 12000, mask: maskMillennium}, "millennium", "millennia", "millenniums", "mil", "mils")
+	add(intervalUnit{months: 1200, mask: maskCentury}, "century", "centuries", "cent", "c")
+	add(intervalUnit{months: 120, mask: maskDecade}, "decade", "decades", "dec", "decs")
+	add(intervalUnit{months: 12, mask: maskYear}, "year", "years", "yr", "yrs", "y")
+	add(intervalUnit{months: 1, mask: maskMonth}, "mon", "mons", "month", "months")
+	add(intervalUnit{days: 7, mask: maskWeek}, "week", "weeks", "w")
+	add(intervalUnit{days: 1, mask: maskDay}, "day", "days", "d")
+	add(intervalUnit{micros: usecsPerHour, mask: maskHour}, "hour", "hours", "hr", "hrs", "h")
+	add(intervalUnit{micros: usecsPerMin, mask: maskMinute}, "minute", "minutes", "min", "mins", "m")
+	add(intervalUnit{micros: usecsPerSec, mask: maskSecond}, "second", "seconds", "sec", "secs", "s")
+	add(intervalUnit{micros: 1000, mask: maskMilli}, "millisecond", "milliseconds", "msec", "msecs", "ms")
+	add(intervalUnit{micros: 1, mask: maskMicro}, "microsecond", "microseconds", "usec", "usecs", "us")
+}
+
+// addMul returns acc + v*scale, or false on overflow.
+func addMul(acc, v, scale int64) (int64, bool) {
+	p, ok := mulInt64(v, scale)
+	if !ok {
+		return 0, false
+	}
+	return addInt64(acc, p)
+}
+
+// fractMicros adds frac units of scale microseconds, as PostgreSQL's
+// AdjustFractMicroseconds: truncate, then round the fractional microsecond
+// half to even.
+func fractMicros(us int64, frac float64, scale int64) (int64, bool) {
+	if frac == 0 {
+		return us, true
+	}
+	frac *= float64(scale)
+	if frac >= math.MaxInt64 || frac <= math.MinInt64 {
+		return 0, false
+	}
+	u := int64(frac)
+	u += int64(math.RoundToEven(frac - float64(u)))
+	return addInt64(us, u)
+}
+
+// fractDays adds frac units of scale days, as AdjustFractDays: whole days,
+// then the rest in microseconds.
+func fractDays(days, us int64, frac float64, scale int64) (int64, int64, bool) {
+	if frac == 0 {
+		return days, us, true
+	}
+	frac *= float64(scale)
+	extra := int64(frac)
+	days += extra
+	us, ok := fractMicros(us, frac-float64(extra), usecsPerDay)
+	return days, us, ok
 }
 
 // splitNumber splits [+-]digits[.digits] into its whole part, fraction

@@ -496,14 +496,22 @@ func TestDecodeAcceptsAsPostgres(t *testing.T) {
 		{"bytea", []string{`\x`, `\x0`, `\xg0`, `\x 00 ff`, `a\b`, `\\`, `\400`, `\377`, `\x00\x00`}},
 		{"date", []string{"2024-02-29", "2023-02-29", "0000-01-01", "0001-01-01 BC", "4714-11-24 BC", "4714-11-23 BC", "5874897-12-31", "5874898-01-01",
 			"2024-1-2", "2024-13-01", "infinity", "-infinity", "epoch"}},
-		{"time", []string{"24:00:00", "24:00:00.000001", "23:59:60", "12:00", "12:60:00", "1:02:03"}},
+		{"time", []string{"24:00:00", "24:00:00.000001", "23:59:60", "12:00", "12:60:00", "1:02:03", "01:02:03.1234565", "00:00:00.0000005",
+			"00:00:00.0000015", "00:00:00.0000025", "00:00:00.9999995", "00:00:00.12345649999"}},
 		{"timetz", []string{"12:00:00+15:59", "12:00:00+16", "12:00:00-15:59:59", "12:00:00+05:30:15"}},
 		{"timestamp", []string{"294276-12-31 23:59:59.999999", "294277-01-01 00:00:00", "4714-11-24 00:00:00 BC", "4714-11-23 23:59:59 BC",
 			"2024-01-02T03:04:05", "2024-01-02 03:04:05.1234565", "2024-01-02 24:00:00"}},
 		{"timestamptz", []string{"294276-12-31 23:59:59.999999+00", "294276-12-31 23:59:59-01", "4714-11-24 00:30:00+01 BC",
 			"2024-01-02 03:04:05+05:30:15", "2024-01-02 03:04:05Z"}},
 		{"interval", []string{"1 day", "1 days 2 hours", "1 year ago", "@ 3 days", "178956971 years", "-178956970 years -8 mons",
-			"2147483647 days", "2147483648 days", "1 fortnight", "1:2:3", "1:2", "100:00:00", "1:00:60", "1:5", "1 minute 1.5 seconds"}},
+			"2147483647 days", "2147483648 days", "1 fortnight", "1:2:3", "1:2", "100:00:00", "1:00:60", "1:5", "1 minute 1.5 seconds",
+			"1.5 days", "1.5 mons", "1.5 years", "-1.5 days", "1.25 weeks", "0.1 years", "1.333333 mons", "3000000000 microseconds",
+			"3000000000 seconds", "1.0000005 seconds", "0.0000005 seconds", "0.0000015 seconds", "1.5 decades", "0.001 millennium",
+			"1.7 centuries", "0.3333333 days", "2.999999 weeks", "-0.5 mons 3.25 hours", "1.5 ms", "2.5 us", "9223372036854775807 us",
+			"1 day 1.5 days", "12.3456789 minutes", "1 day 2 days", "1 hour 01:00:00", "1 second 01:00:00", "1 day 01:00:00", "1 01:00:00",
+			"1 2 hours", "1 decade 1 year", "1 century 2 centuries", "01:00 02:00", "1 day 5", "5 1 day", "1.5 seconds 2 ms", "1 second 2 ms",
+			"1.5 ms 2 us", "1 year 1 mon 1 week 1 day 1 hour 1 minute 1 second 1 ms 1 us", "1.5", "day", "1 day hours", "ago 1 day", "@ 1 day",
+			"1day 2hours", "-1 days +02:00:00", "+1 day -02:00:00", "1 ago", "1 day ago ago"}},
 		{"int4[]", []string{"{1,2}", "{1,,2}", "{{1},{2,3}}", "[0:1]={1,2}", "[0:2]={1,2}", "{NULL}", "{null}", `{"1"}`, "{ 1 , 2 }", "{1 2}", "{}", "[1:0]={}"}},
 		{"text[]", []string{`{a,"b",c d}`, `{"a"b}`, `{a"b}`, `{\"}`, `{"\\"}`, `{NULL,"NULL"}`, `{{a},{b}}`, `{{a},b}`}},
 	}
@@ -722,4 +730,46 @@ func randTimestamp(rng *rand.Rand) int64 {
 		return rng.Int64N(600*365*usecsPerDay) - 300*365*usecsPerDay
 	}
 	return minTimestampUS + int64(rng.Uint64N(uint64(endTimestampUS)+uint64(-minTimestampUS)))
+}
+
+// TestRandomIntervalInputPostgres reads random interval inputs with
+// fractional units, as binds may carry them, and compares with the server.
+func TestRandomIntervalInputPostgres(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	units := []string{"years", "mons", "weeks", "days", "hours", "minutes", "seconds", "ms", "us", "decades"}
+	var inputs []string
+	for i := 0; i < 1000; i++ {
+		var b strings.Builder
+		for k := 1 + rng.IntN(3); k > 0; k-- {
+			if rng.IntN(3) == 0 {
+				b.WriteByte('-')
+			}
+			fmt.Fprintf(&b, "%d.%0*d %s ", rng.IntN(1000), 1+rng.IntN(9), rng.IntN(1000000000), units[rng.IntN(len(units))])
+		}
+		if rng.IntN(4) == 0 {
+			fmt.Fprintf(&b, "%d:%02d:%02d.%d", rng.IntN(100), rng.IntN(60), rng.IntN(60), rng.IntN(100000000))
+		}
+		inputs = append(inputs, strings.TrimSpace(b.String()))
+	}
+	bad := 0
+	for _, in := range inputs {
+		var want string
+		pgErr := conn.QueryRow(ctx, "SELECT $1::interval::text", in).Scan(&want)
+		v, err := DecodeOID(OIDInterval, TextValue(in), nil)
+		switch {
+		case pgErr != nil && err == nil:
+			t.Errorf("DecodeOID(%q) = %v, PostgreSQL refuses it: %v", in, v, pgErr)
+		case pgErr == nil && err != nil:
+			t.Errorf("DecodeOID(%q): %v; PostgreSQL reads %q", in, err, want)
+		case pgErr == nil && v.(Interval).String() != want:
+			t.Errorf("DecodeOID(%q) = %q, PostgreSQL reads %q", in, v.(Interval).String(), want)
+		default:
+			continue
+		}
+		if bad++; bad == 10 {
+			break
+		}
+	}
 }

@@ -295,6 +295,10 @@ func TestParseInterval(t *testing.T) {
 		{"1.25 minutes", 0, 0, 75 * usecsPerSec, "00:01:15"},
 		{"2 decades 1 century", 1440, 0, 0, "120 years"},
 		{"1day", 0, 1, 0, "1 day"},
+		{"1.5 days", 0, 1, 12 * usecsPerHour, "1 day 12:00:00"},
+		{"-1.5 days", 0, -1, -12 * usecsPerHour, "-1 days -12:00:00"},
+		{"1.5 mons", 1, 15, 0, "1 mon 15 days"},
+		{"1.5 years", 18, 0, 0, "1 year 6 mons"},
 		{"5", 0, 0, 5 * usecsPerSec, "00:00:05"},
 		{"2562047788:00:54.775807", 0, 0, math.MaxInt64, "2562047788:00:54.775807"},
 		{"-2562047788:00:54.775807", 0, 0, -math.MaxInt64, "-2562047788:00:54.775807"},
@@ -306,7 +310,7 @@ func TestParseInterval(t *testing.T) {
 			t.Errorf("ParseInterval(%q) = %+v %q, %v; want %d %d %d %q", tt.in, v, v.String(), err, tt.months, tt.days, tt.micros, tt.str)
 		}
 	}
-	for _, in := range []string{"", "@", "ago", "1 fortnight", "1.5 days", "1 2", "P1Y", "99999999999 years",
+	for _, in := range []string{"", "@", "ago", "1 fortnight", "1 2", "P1Y", "99999999999 years",
 		"9999999999999:00:00", "1 day 1:0x:00", "- 1 day"} {
 		if v, err := ParseInterval(in); err == nil {
 			t.Errorf("ParseInterval(%q) = %v, want an error", in, v)

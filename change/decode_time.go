@@ -2,6 +2,7 @@ package change
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -191,24 +192,22 @@ func (p *scanner) fraction() (int64, bool) {
 	return fracMicros(p.s[start:p.i])
 }
 
-// fracMicros turns the digits of a fraction of a second into microseconds,
-// rounding half to even past six digits as PostgreSQL's rint does.
+// fracMicros turns the digits of a fraction of a second into microseconds.
+// Past six digits it rounds as PostgreSQL's ParseFractionalSecond does:
+// rint of the fraction, read as a double, times a million.
 func fracMicros(ds string) (int64, bool) {
-	if ds == "" {
-		return 0, true
+	if len(ds) > 6 {
+		f, err := strconv.ParseFloat("0."+ds, 64)
+		if err != nil {
+			return 0, false
+		}
+		return int64(math.RoundToEven(f * 1e6)), true
 	}
 	var us int64
 	for k := 0; k < 6; k++ {
 		us *= 10
 		if k < len(ds) {
 			us += int64(ds[k] - '0')
-		}
-	}
-	if len(ds) > 6 {
-		rest := ds[6:]
-		half := rest[0] > '5' || (rest[0] == '5' && strings.TrimRight(rest[1:], "0") != "")
-		if half || (rest[0] == '5' && us%2 == 1) {
-			us++
 		}
 	}
 	return us, true
