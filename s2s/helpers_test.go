@@ -23,17 +23,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// adapter lets *engine.Engine serve as s2s.Engine.
-type adapter struct{ e *engine.Engine }
-
-func (a adapter) Subscribe(ctx context.Context, sql string, binds []query.Bind, mode engine.Mode, sink s2s.Sink) (engine.SubID, *query.Refusal, error) {
-	return a.e.Subscribe(ctx, sql, binds, mode, sink)
-}
-
-func (a adapter) Unsubscribe(ctx context.Context, id engine.SubID) error {
-	return a.e.Unsubscribe(ctx, id)
-}
-
 // env is a real PostgreSQL database followed by a real reader and engine,
 // served by an s2s.Server over a real HTTP listener.
 type env struct {
@@ -78,25 +67,25 @@ func newEnv(t *testing.T, setup string, tweak func(*s2s.Config, *engine.Config))
 	if err != nil {
 		t.Fatalf("open reader: %v", err)
 	}
-	ad := &adapter{}
 	scfg := s2s.DefaultConfig()
-	scfg.Engine, scfg.Types, scfg.Logger = ad, rd.Types(), quiet()
+	scfg.Types, scfg.Logger = rd.Types(), quiet()
 	scfg.ServerVersion, scfg.SystemIdentifier, scfg.Database = "test", rd.SystemID(), rd.Database()
 	scfg.LagInterval = 100 * time.Millisecond
 	ecfg := engine.Config{ReadDSN: db.DSN, Types: rd.Types(), Logger: quiet(), Query: query.DefaultOptions()}
 	if tweak != nil {
 		tweak(&scfg, &ecfg)
 	}
-	srv, err := s2s.New(scfg)
-	if err != nil {
-		t.Fatalf("new server: %v", err)
-	}
-	ecfg.Source = srv.Tap(rd)
+	tap := s2s.NewTap(rd)
+	ecfg.Source = tap
 	eng, err := engine.Open(ctx, ecfg)
 	if err != nil {
 		t.Fatalf("open engine: %v", err)
 	}
-	ad.e = eng
+	scfg.Engine, scfg.Tap = eng, tap
+	srv, err := s2s.New(scfg)
+	if err != nil {
+		t.Fatalf("new server: %v", err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle(wire.Path, srv)
 	hs := httptest.NewServer(mux)

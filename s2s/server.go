@@ -65,6 +65,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, when set, are updated by the server.
 	Metrics *Metrics
+	// Tap, when set, is the engine's stream: the server takes its
+	// heartbeats from it (otherwise call Server.Heartbeat).
+	Tap *Tap
 }
 
 // DefaultConfig returns a Config with every limit at its default.
@@ -132,6 +135,9 @@ func New(cfg Config) (*Server, error) {
 		conns:   map[*conn]struct{}{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if cfg.Tap != nil {
+		cfg.Tap.attach(s)
+	}
 	if cfg.Token == "" {
 		s.log.Warn("s2s: FRESHET_S2S_TOKEN is not set: anyone who can reach this port can read every followed table")
 	} else {

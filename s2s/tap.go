@@ -22,8 +22,9 @@ type Stream interface {
 // before the heartbeat is in the connections' queues: the server's lag
 // frames then report that heartbeat's age. Tap also counts what flows.
 type Tap struct {
-	src Stream
-	srv *Server
+	src  Stream
+	srv  atomic.Pointer[Server]
+	last atomic.Pointer[change.Heartbeat] // newest heartbeat passed
 
 	mu     sync.Mutex
 	beats  []*change.Heartbeat // read, not yet acknowledged
@@ -32,8 +33,17 @@ type Tap struct {
 	rowN   atomic.Int64
 }
 
-// Tap returns a Tap on src reporting to s.
-func (s *Server) Tap(src Stream) *Tap { return &Tap{src: src, srv: s} }
+// NewTap returns a Tap on src. Give it to the engine as its source and to
+// the server as Config.Tap.
+func NewTap(src Stream) *Tap { return &Tap{src: src} }
+
+// attach makes the tap report heartbeats to s.
+func (t *Tap) attach(s *Server) {
+	t.srv.Store(s)
+	if hb := t.last.Load(); hb != nil {
+		s.Heartbeat(hb)
+	}
+}
 
 // Next implements Stream.
 func (t *Tap) Next(ctx context.Context) (change.Event, error) {
@@ -71,7 +81,10 @@ func (t *Tap) Ack(lsn change.LSN) {
 	}
 	t.mu.Unlock()
 	if newest != nil {
-		t.srv.Heartbeat(newest)
+		t.last.Store(newest)
+		if s := t.srv.Load(); s != nil {
+			s.Heartbeat(newest)
+		}
 	}
 }
 

@@ -214,18 +214,6 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	return m.serve(ctx, cfg)
 }
 
-// engineAdapter lets *engine.Engine serve as s2s.Engine (their Sink types
-// are two names for the same method set).
-type engineAdapter struct{ e *engine.Engine }
-
-func (a *engineAdapter) Subscribe(ctx context.Context, sql string, binds []query.Bind, mode engine.Mode, sink s2s.Sink) (engine.SubID, *query.Refusal, error) {
-	return a.e.Subscribe(ctx, sql, binds, mode, sink)
-}
-
-func (a *engineAdapter) Unsubscribe(ctx context.Context, id engine.SubID) error {
-	return a.e.Unsubscribe(ctx, id)
-}
-
 // rates turns counters into per-second rates, sampled every second.
 type rates struct {
 	mu           sync.Mutex
@@ -270,33 +258,29 @@ func (m *Main) serve(ctx context.Context, cfg *serveConfig) error {
 		}
 	}()
 	ecfg := cfg.Engine
-	// The server is made before the engine it serves (the engine's
-	// stream passes through the server's Tap); its Engine is set below,
-	// before any connection is accepted.
-	adapter := &engineAdapter{}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := s2s.NewMetrics()
-	scfg := cfg.S2S
-	scfg.Engine, scfg.Types, scfg.Logger, scfg.Metrics = adapter, reader.Types(), log, metrics
-	scfg.ServerVersion, scfg.SystemIdentifier, scfg.Database = Version, reader.SystemID(), reader.Database()
-	srv, err := s2s.New(scfg)
-	if err != nil {
-		return err
-	}
-	t := srv.Tap(reader)
+	t := s2s.NewTap(reader)
 	ecfg.Source, ecfg.ReadDSN, ecfg.Types, ecfg.Logger = t, cfg.ReadDSN, reader.Types(), log
 	eng, err := engine.Open(ctx, ecfg)
 	if err != nil {
 		return err
 	}
-	adapter.e = eng
 	engineClosed := false
 	defer func() {
 		if !engineClosed {
 			eng.Close()
 		}
 	}()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := s2s.NewMetrics()
+	scfg := cfg.S2S
+	scfg.Engine, scfg.Tap, scfg.Types, scfg.Logger, scfg.Metrics = eng, t, reader.Types(), log, metrics
+	scfg.ServerVersion, scfg.SystemIdentifier, scfg.Database = Version, reader.SystemID(), reader.Database()
+	srv, err := s2s.New(scfg)
+	if err != nil {
+		return err
+	}
 	if err := metrics.Register(reg, srv); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
