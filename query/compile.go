@@ -794,6 +794,7 @@ func (c *compiler) targets(p *Plan, list []*pg.Node) error {
 					if src >= 0 && i != src {
 						continue
 					}
+					s.Star = true
 					for ci, col := range s.Table.Columns {
 						c.addOutput(p, c.ref(i, ci), col.Name)
 					}

@@ -102,7 +102,7 @@ func describePlan(p *Plan) string {
 			}
 			cols = append(cols, name)
 		}
-		fmt.Fprintf(&b, "source %d: %s.%s AS %s %s nullable=%v columns=[%s]\n", i, s.Table.Schema, s.Table.Name, s.Alias, s.Join, s.Nullable, strings.Join(cols, " "))
+		fmt.Fprintf(&b, "source %d: %s.%s AS %s %s nullable=%v star=%v columns=[%s]\n", i, s.Table.Schema, s.Table.Name, s.Alias, s.Join, s.Nullable, s.Star, strings.Join(cols, " "))
 		for _, k := range s.On {
 			fmt.Fprintf(&b, "  on %s.%s = %s.%s\n", s.Alias, s.Columns[k.Column].Name, p.Sources[k.Other].Alias, p.Sources[k.Other].Columns[k.OtherColumn].Name)
 		}

@@ -172,6 +172,11 @@ type Source struct {
 	// Nullable is set when this source can be null-extended in a result
 	// row: it is LEFT JOINed, or joined (by any kind) to a source that is.
 	Nullable bool
+	// Star is set when the output lists this source's columns through *
+	// or alias.*: a column added to the table changes the result's shape
+	// (PostgreSQL expands * when it plans), so the query must be compiled
+	// again. Otherwise a column not in Columns does not matter to the plan.
+	Star bool
 	// Constraints hold for every row of this table that can affect the
 	// result (all of them at once); empty means unconstrained. They are
 	// derived from the WHERE clause only where that is safe: a column
