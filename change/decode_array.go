@@ -22,7 +22,7 @@ type arrayParser struct {
 	i     int
 	delim byte
 	ndim  int     // dimensions, fixed when the first element is reached
-	lens  []int32 // length of each dimension, -1 until known
+	lens  [maxArrayDims]int32 // length of each dimension, -1 until known
 	elems []rawElem
 	buf   []byte
 }
@@ -34,10 +34,11 @@ func parseArray(s string, owned bool, t Type, r TypeResolver, depth int) (Array,
 	if delim == 0 {
 		delim = ','
 	}
-	p := arrayParser{s: s, delim: delim, lens: make([]int32, maxArrayDims)}
+	p := arrayParser{s: s, delim: delim}
 	for k := range p.lens {
 		p.lens[k] = -1
 	}
+	p.elems = make([]rawElem, 0, strings.Count(s, string(delim))+1)
 	var bounds [][2]int64
 	p.space()
 	for p.peek() == '[' {
