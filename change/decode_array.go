@@ -21,7 +21,7 @@ type arrayParser struct {
 	s     string
 	i     int
 	delim byte
-	ndim  int     // dimensions, fixed when the first element is reached
+	ndim  int                 // dimensions, fixed when the first element is reached
 	lens  [maxArrayDims]int32 // length of each dimension, -1 until known
 	elems []rawElem
 	buf   []byte
