@@ -35,6 +35,7 @@ CREATE TABLE bulk (id int PRIMARY KEY, v text);
 CREATE SCHEMA "Other";
 CREATE TABLE "Other"."Mixed Case" (k text PRIMARY KEY, v int);
 CREATE PUBLICATION pub FOR ALL TABLES;
+SELECT pg_replication_origin_create('node_a');
 `
 
 // decodeWorkload is run statement by statement after the slots exist. It
@@ -86,6 +87,9 @@ var decodeWorkload = []string{
 	`ALTER TABLE evolve REPLICA IDENTITY FULL`,
 	`UPDATE evolve SET c = 'FIVE' WHERE id = 5`,
 	`BEGIN; INSERT INTO evolve VALUES (6, 'kept'); SAVEPOINT s; INSERT INTO evolve VALUES (7, 'rolled back'); ROLLBACK TO s; INSERT INTO evolve VALUES (8, 'kept too'); COMMIT`,
+	// Transactions replayed from another node carry an origin.
+	`SELECT pg_replication_origin_session_setup('node_a')`,
+	`BEGIN; SELECT pg_replication_origin_xact_setup('0/ABCDEF', '2026-01-02 03:04:05+00'); INSERT INTO evolve VALUES (11, 'from node_a'); COMMIT`,
 	// A transaction big enough to be streamed under 64kB of
 	// logical_decoding_work_mem, with a subtransaction rolled back after it
 	// was streamed, DDL in the middle, and other transactions committing
@@ -105,6 +109,7 @@ var decodeWorkload = []string{
 	`RELEASE b`,
 	`DELETE FROM bulk WHERE id > 2300`,
 	`COMMIT`,
+	`SELECT pg_replication_origin_session_reset()`,
 	// A streamed transaction that aborts as a whole.
 	`BEGIN`,
 	`INSERT INTO bulk SELECT i, 'aborted ' || i FROM generate_series(5001, 6000) i`,
@@ -132,7 +137,7 @@ func TestDecodeDifferential(t *testing.T) {
 	if _, err := a.Exec(ctx, decodeSchema); err != nil {
 		t.Fatalf("create schema: %v", err)
 	}
-	for _, slot := range []string{"d1", "d2"} {
+	for _, slot := range []string{"d1", "d2", "d3"} {
 		if _, err := a.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot); err != nil {
 			t.Fatalf("create slot %s: %v", slot, err)
 		}
@@ -148,14 +153,17 @@ func TestDecodeDifferential(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
+		name  string
 		proto int
 		slot  string
 		args  string
+		save  bool // keep as testdata/pgoutput-<name>.rec
 	}{
-		{1, "d1", `'proto_version', '1', 'publication_names', 'pub', 'messages', 'true'`},
-		{2, "d2", `'proto_version', '2', 'publication_names', 'pub', 'messages', 'true', 'streaming', 'on'`},
+		{"v1", 1, "d1", `'proto_version', '1', 'publication_names', 'pub', 'messages', 'true'`, true},
+		{"v2", 2, "d2", `'proto_version', '2', 'publication_names', 'pub', 'messages', 'true', 'streaming', 'on'`, true},
+		{"v1-binary", 1, "d3", `'proto_version', '1', 'publication_names', 'pub', 'messages', 'true', 'binary', 'true'`, false},
 	} {
-		t.Run(fmt.Sprintf("v%d", tc.proto), func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			// The SQL slot functions read logical_decoding_work_mem from
 			// the session: 64kB makes the big transaction stream.
 			if _, err := a.Exec(ctx, `SET logical_decoding_work_mem = '64kB'`); err != nil {
@@ -186,7 +194,7 @@ func TestDecodeDifferential(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The recording must hold what the workload is for.
-			want := "BCRIUDTM"
+			want := "BCORIUDTMY"
 			if tc.proto == 2 {
 				want += "SEcA"
 			}
@@ -199,8 +207,25 @@ func TestDecodeDifferential(t *testing.T) {
 			if len(evs) == 0 {
 				t.Fatal("no events decoded")
 			}
-			if *rewriteDecode {
-				path := filepath.Join("testdata", fmt.Sprintf("pgoutput-v%d.rec", tc.proto))
+			if tc.name == "v1-binary" {
+				binary := 0
+				for _, ev := range evs {
+					if tx, ok := ev.(*change.Txn); ok {
+						for _, c := range tx.Changes {
+							for _, v := range c.New {
+								if v.Kind == change.Binary {
+									binary++
+								}
+							}
+						}
+					}
+				}
+				if binary == 0 {
+					t.Error("binary mode decoded no Binary values")
+				}
+			}
+			if *rewriteDecode && tc.save {
+				path := filepath.Join("testdata", "pgoutput-"+tc.name+".rec")
 				if err := writeRecording(path, msgs); err != nil {
 					t.Fatal(err)
 				}
