@@ -540,3 +540,69 @@ func TestDecodeStreamedMillionRowsBoundedMemory(t *testing.T) {
 		t.Errorf("peak live heap %d bytes, want at most %d", peak, bound)
 	}
 }
+
+// A million-row transaction sent whole at its commit (protocol 1) is
+// emitted fragment by fragment as its messages arrive: memory is bounded
+// by the fragment size.
+func TestDecodeMillionRowsBoundedMemory(t *testing.T) {
+	if testing.Short() || decodeRace {
+		t.Skip("a million rows: not in -short or -race runs")
+	}
+	const rows = 1_000_000
+	d := NewDecoder(DecoderOptions{})
+	defer d.Close()
+	e := enc{}
+	feed(t, d, encBegin(0x100, ts1, 7), e.relation(relT))
+	var peak uint64
+	var got, frags int
+	drain := func() {
+		t.Helper()
+		for {
+			ev, err := d.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev == nil {
+				return
+			}
+			tx := ev.(*change.Txn)
+			if tx.Fragment != frags {
+				t.Fatalf("fragment %d, want %d", tx.Fragment, frags)
+			}
+			for _, c := range tx.Changes {
+				if c.Op == change.OpInsert {
+					got++
+				}
+			}
+			if frags++; frags%20 == 0 {
+				runtime.GC()
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				peak = max(peak, ms.HeapAlloc)
+			}
+		}
+	}
+	msg := make([]byte, 0, 64)
+	for i := 0; i < rows; i++ {
+		msg = append(msg[:0], e.insert(16384, cols(txt(strconv.Itoa(i)), txt("some text value"), null()))...)
+		if err := d.Decode(msg, 0x100); err != nil {
+			t.Fatal(err)
+		}
+		drain()
+	}
+	if frags == 0 {
+		t.Fatal("no fragment before Commit")
+	}
+	if err := d.Decode(encCommit(0x100, 0x108, ts1), 0x108); err != nil {
+		t.Fatal(err)
+	}
+	drain()
+	if got != rows {
+		t.Fatalf("rows = %d, want %d", got, rows)
+	}
+	const bound = 24 << 20
+	t.Logf("peak live heap %.1f MiB over %d fragments", float64(peak)/(1<<20), frags)
+	if peak > bound {
+		t.Errorf("peak live heap %d bytes, want at most %d", peak, bound)
+	}
+}
