@@ -91,11 +91,19 @@ func resolveBase(t Type, r TypeResolver) (Type, error) {
 		}
 		t = lookupType(t.Base, r)
 	}
-	// A built-in array named by OID alone (Kind left as KindBase by a
-	// resolver) is still an array.
+	// A Type given by OID alone (Kind left at its zero value, KindBase) is
+	// looked up: a built-in array is still an array, and the resolver may
+	// know it as an enum, domain or array.
 	if t.Kind == KindBase {
-		if bt, ok := BuiltinType(t.OID); ok && bt.Kind == KindArray {
-			return bt, nil
+		if bt, ok := BuiltinType(t.OID); ok {
+			if bt.Kind == KindArray {
+				return bt, nil
+			}
+		} else if r != nil && t.Name == "" {
+			if rt, ok := r.Type(t.OID); ok && rt.Kind != KindBase {
+				rt.OID = t.OID
+				return resolveBase(rt, r)
+			}
 		}
 	}
 	return t, nil

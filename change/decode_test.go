@@ -440,6 +440,9 @@ func TestDecodeResolved(t *testing.T) {
 	if _, err := DecodeOID(50005, TextValue("1"), r); err == nil || !strings.Contains(err.Error(), "levels of domains") {
 		t.Errorf("domain cycle: err = %v, want a depth error", err)
 	}
+	if v, err := Decode(Type{OID: 50004}, TextValue("{1.5}"), r); err != nil || reflect.TypeOf(v) != reflect.TypeOf(Array{}) {
+		t.Errorf("Decode(Type{OID: array of domain}) = %#v, %v; want an Array through the resolver", v, err)
+	}
 	if _, err := DecodeOID(50002, TextValue("1"), nil); err != nil {
 		t.Errorf("unknown OID without resolver: %v, want text", err)
 	}
