@@ -434,3 +434,24 @@ func FuzzParseTxnJSON(f *testing.F) {
 		}
 	})
 }
+
+// FuzzJSONValue checks that any bytes, written as a column value, read back
+// exactly: as a JSON string when they are UTF-8, as base64 otherwise.
+func FuzzJSONValue(f *testing.F) {
+	for _, s := range []string{"", "plain", "\"\\\n\x00\u2028", "é日本🎉", "a\xff", "\xed\xa0\x80"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out := appendJSONBytesOrBase64(nil, b)
+		if !json.Valid(out) {
+			t.Fatalf("value %q encoded as invalid JSON %s", b, out)
+		}
+		v, err := parseValueJSON(out)
+		if err != nil {
+			t.Fatalf("value %q encoded as %s: %v", b, out, err)
+		}
+		if !bytes.Equal(v.Data, b) || v.Kind != Text {
+			t.Fatalf("value %q encoded as %s reads back as %q", b, out, v.Data)
+		}
+	})
+}
