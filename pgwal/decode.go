@@ -589,9 +589,9 @@ type slab struct {
 }
 
 const (
-	slabBytes  = 64 << 10
-	slabValues = 512
-	slabBools  = 1024
+	slabBytes  = 16 << 10
+	slabValues = 256
+	slabBools  = 512
 )
 
 // own copies msg into decoder-owned memory.

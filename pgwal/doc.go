@@ -46,8 +46,11 @@
 // streamed transaction take effect at their point in it.
 //
 // Decode copies each message it keeps once, into memory the Decoder owns
-// and hands out in chunks; values slice into it. The caller may reuse its
-// buffer at once. A consumer that holds a value keeps its chunk alive.
+// and hands out in 16 KiB chunks; values slice into it, so decoding a row
+// costs a small fraction of an allocation. The caller may reuse its buffer
+// at once. A value keeps its whole chunk alive: a consumer that keeps a few
+// values for long (a cache of rows) should copy them (bytes.Clone) rather
+// than pin chunks mostly holding rows it dropped.
 //
 // # What the events hold
 //
