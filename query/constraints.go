@@ -104,6 +104,15 @@ var none = derived{none: true}
 // column can equal it; neither means no conversion is known.
 func (dv *deriver) colValue(r *colRef, v any, fam family) (out any, exact, never bool) {
 	cf := dv.c.colFamily(dv.c.column(r))
+	if cf == famFloat && fam == famFloat && r.oid == change.OIDFloat4 {
+		// A real column compares as float8: only a value a real can hold
+		// survives the widening CompareValues and AppendKey apply.
+		f := v.(float64)
+		if math.IsNaN(f) || float64(float32(f)) == f {
+			return f, true, false
+		}
+		return nil, false, true
+	}
 	if cf == fam || cf == famEnum && fam == famEnum {
 		return v, true, false
 	}

@@ -2,6 +2,7 @@ package query
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand"
 	"sort"
@@ -11,6 +12,12 @@ import (
 	"github.com/freshetdb/freshet/change"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Soak settings: go test ./query -run EvalDifferential -query.diffn 100000 -query.seed 5
+var (
+	diffN    = flag.Int("query.diffn", 0, "predicates the evaluation differential test draws (0: 1,500)")
+	diffSeed = flag.Int64("query.seed", 0, "seed of the evaluation differential test (0: the fixed one)")
 )
 
 // diffColumn is a column of the differential test's table with the
@@ -279,7 +286,10 @@ func (g *predGen) pred(depth int) string {
 // predicates are skipped (they are counted and must stay a minority), and a
 // predicate the server rejects must have been refused.
 func TestEvalDifferential(t *testing.T) {
-	const seed = 20261130
+	seed := int64(20261130)
+	if *diffSeed != 0 {
+		seed = *diffSeed
+	}
 	rng := rand.New(rand.NewSource(seed))
 	conn, cat := setupDiff(t, rng, 200)
 	opts := DefaultOptions()
@@ -287,6 +297,9 @@ func TestEvalDifferential(t *testing.T) {
 	n := 1500
 	if testing.Short() {
 		n = 300
+	}
+	if *diffN > 0 {
+		n = *diffN
 	}
 	var accepted, refused int
 	reasons := map[Code]int{}
