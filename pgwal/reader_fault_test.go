@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -288,5 +292,119 @@ func TestSlotInvalidatedIsAnError(t *testing.T) {
 	err := openErr(t, cfg)
 	if !errors.Is(err, ErrSlotInvalidated) {
 		t.Fatalf("Open = %v, want ErrSlotInvalidated", err)
+	}
+}
+
+// proxy forwards TCP connections to a server and can cut them all, as a
+// network failure would.
+type proxy struct {
+	ln    net.Listener
+	to    string
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func startProxy(t testing.TB, to string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, to: to}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", to)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			go func() { io.Copy(s, c); s.Close() }()
+			go func() { io.Copy(c, s); c.Close() }()
+		}
+	}()
+	return p
+}
+
+// cut resets every connection through the proxy.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetLinger(0)
+		}
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func TestNetworkCutMidStream(t *testing.T) {
+	db := pgtest.NewDB(t)
+	conn := connect(t, db.DSN)
+	exec(t, conn, `CREATE TABLE t (id int PRIMARY KEY)`)
+	u, err := url.Parse(db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProxy(t, u.Host)
+	u.Host = p.ln.Addr().String()
+	var logs logBuffer
+	cfg := testConfig(t, u.String())
+	cfg.Logger = testLogger(t, &logs)
+	cfg.HeartbeatInterval = 50 * time.Millisecond // heartbeats go through the proxy too
+	cfg.Decoder.FragmentChanges = 10
+	r := openReader(t, cfg)
+
+	const txns, rows = 200, 25
+	go func() {
+		w, err := pgx.Connect(context.Background(), db.DSN)
+		if err != nil {
+			return
+		}
+		defer w.Close(context.Background())
+		for i := 0; i < txns; i++ {
+			if _, err := w.Exec(context.Background(), `INSERT INTO t SELECT g FROM generate_series($1::int, $2::int) g`, i*rows+1, (i+1)*rows); err != nil {
+				return
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	next, cuts := 1, 0
+	for next <= txns*rows {
+		ev, err := r.Next(ctx)
+		if err != nil {
+			t.Fatalf("Next after %d rows: %v", next-1, err)
+		}
+		txn, ok := ev.(*change.Txn)
+		if !ok {
+			continue
+		}
+		for _, c := range userChanges(txn.Changes) {
+			if id, _ := strconv.Atoi(c.New[0].String()); id != next {
+				t.Fatalf("row %d arrived where %d was due (loss or duplicate)", id, next)
+			}
+			next++
+		}
+		if txn.Last {
+			r.Ack(txn.CommitLSN)
+		}
+		if cuts < 2 && next > (cuts+1)*txns*rows/3 && !txn.Last {
+			p.cut()
+			cuts++
+		}
+	}
+	if cuts != 2 {
+		t.Fatalf("cut the network %d times, want 2", cuts)
+	}
+	if !strings.Contains(logs.String(), "replication connection lost; reconnecting") {
+		t.Errorf("no reconnect was logged")
 	}
 }
