@@ -773,3 +773,106 @@ func TestRandomIntervalInputPostgres(t *testing.T) {
 		}
 	}
 }
+
+// TestRandomArrayInputPostgres feeds random strings over the array syntax's
+// alphabet to the server and to DecodeOID: both must refuse, or both
+// accept with the same value.
+func TestRandomArrayInputPostgres(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	pieces := []string{"{", "}", "{", "}", ",", ",", `"`, `\`, "a", "1", " ", "NULL", "[", "]", ":", "=", "0", "-1", "{1,2}", `"x y"`}
+	for _, typ := range []string{"text[]", "int4[]"} {
+		var oid uint32
+		if err := conn.QueryRow(ctx, "SELECT $1::regtype::oid", typ).Scan(&oid); err != nil {
+			t.Fatal(err)
+		}
+		bad, accepted := 0, 0
+		for i := 0; i < 1500 && bad < 10; i++ {
+			var in string
+			if rng.IntN(2) == 0 {
+				in = randArrayLiteral(rng)
+			} else {
+				var b strings.Builder
+				if rng.IntN(2) == 0 {
+					b.WriteString("{")
+				}
+				for k := rng.IntN(8); k > 0; k-- {
+					b.WriteString(pieces[rng.IntN(len(pieces))])
+				}
+				if rng.IntN(2) == 0 {
+					b.WriteString("}")
+				}
+				in = b.String()
+			}
+			var want string
+			pgErr := conn.QueryRow(ctx, fmt.Sprintf("SELECT $1::%s::text", typ), in).Scan(&want)
+			v, err := DecodeOID(oid, TextValue(in), nil)
+			switch {
+			case pgErr != nil && err == nil:
+				bad++
+				t.Errorf("%s %q: PostgreSQL refuses it (%v), DecodeOID reads %v", typ, in, pgErr, v)
+			case pgErr == nil && err != nil:
+				bad++
+				t.Errorf("%s %q: PostgreSQL reads %q, DecodeOID refuses it: %v", typ, in, want, err)
+			case pgErr == nil:
+				accepted++
+				if got, err := FormatOID(oid, v, nil); err != nil || got != want {
+					bad++
+					t.Errorf("%s %q: PostgreSQL reads %q, DecodeOID %q, %v", typ, in, want, got, err)
+				}
+			}
+		}
+		if accepted < 100 {
+			t.Errorf("%s: only %d of the random inputs were valid arrays; the test needs more", typ, accepted)
+		}
+		t.Logf("%s: %d of 1500 random inputs were valid arrays", typ, accepted)
+	}
+}
+
+// randArrayLiteral writes a mostly well-formed array literal: nested
+// braces, optional bounds, elements quoted or not, spaces anywhere.
+func randArrayLiteral(rng *rand.Rand) string {
+	elems := []string{"1", "-1", "2", `"3"`, "NULL", "null", `"NULL"`, "a", `"a b"`, `\,`, `"\""`, "x y", `""`, "0"}
+	sp := func() string { return []string{"", "", " ", "  ", "\t"}[rng.IntN(5)] }
+	ndim := 1 + rng.IntN(3)
+	lens := make([]int, ndim)
+	var b strings.Builder
+	bounds := rng.IntN(4) == 0
+	for d := range lens {
+		lens[d] = 1 + rng.IntN(3)
+		if rng.IntN(10) == 0 {
+			lens[d]++ // sometimes ragged or mismatched
+		}
+		if bounds {
+			lo := rng.IntN(5) - 2
+			fmt.Fprintf(&b, "[%d:%d]", lo, lo+lens[d]-1-rng.IntN(2)*(rng.IntN(10)/9))
+		}
+	}
+	if bounds {
+		b.WriteString(sp() + "=" + sp())
+	}
+	var walk func(d int)
+	walk = func(d int) {
+		b.WriteString("{")
+		n := lens[d]
+		if d > 0 && rng.IntN(15) == 0 {
+			n-- // a ragged sub-array
+		}
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				b.WriteString(sp() + "," + sp())
+			}
+			if d+1 < ndim {
+				walk(d + 1)
+			} else {
+				b.WriteString(sp() + elems[rng.IntN(len(elems))] + sp())
+			}
+		}
+		b.WriteString("}")
+	}
+	b.WriteString(sp())
+	walk(0)
+	b.WriteString(sp())
+	return b.String()
+}
