@@ -45,6 +45,7 @@ type sub struct {
 	live       bool // accepted
 	ended      bool // removed from c.subs; nothing more is sent
 	cols       []query.Output
+	countKey   *engine.Key // a COUNT(*) result's one row, when it has one
 }
 
 func newConn(s *Server, ws *websocket.Conn, remote string) *conn {
@@ -200,8 +201,13 @@ func (sb *sub) Send(o engine.Output) {
 		frame = c.s.enc.accepted(sb.id, sb.mode, &o)
 	case engine.OutputDelta:
 		c.q.mu.Lock()
-		cols := sb.cols
+		cols, countKey := sb.cols, sb.countKey
 		c.q.mu.Unlock()
+		if countKey != nil {
+			// The engine sends a count's change as Count alone; the
+			// client also gets the result's one row, as accepted gave it.
+			o.Rows = []engine.ResultRow{{Key: *countKey, Values: []any{o.Count}}}
+		}
 		frame = c.s.enc.delta(sb.id, cols, &o)
 	case engine.OutputRefused:
 		frame = simpleFrame(wire.TypeRefused, sb.id, refusedCode(o.Reason), o.Reason, o.Retryable)
@@ -220,6 +226,10 @@ func (sb *sub) Send(o engine.Output) {
 	case engine.OutputAccepted:
 		sb.live = true
 		sb.cols = o.Columns
+		if isCount(o.Columns) && len(o.Rows) == 1 {
+			k := o.Rows[0].Key
+			sb.countKey = &k
+		}
 		ok = c.q.pushLocked(frame)
 	case engine.OutputRefused, engine.OutputEnded:
 		c.dropLocked(sb)

@@ -55,9 +55,10 @@ type serveConfig struct {
 	Listening func(addr string)
 }
 
-// envDefault returns the environment variable's value, or def.
+// envDefault returns the environment variable's value, or def when it is
+// unset or empty.
 func envDefault(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
+	if v := os.Getenv(name); v != "" {
 		return v
 	}
 	return def
@@ -90,7 +91,7 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 		publication = str("publication", "FRESHET_PUBLICATION", def.Publication, "publication name")
 		tables      = str("tables", "FRESHET_TABLES", "", "comma-separated tables for a publication it creates (default: all tables)")
 		create      = str("create", "FRESHET_CREATE", "true", "create the slot and publication if they are missing")
-		token       = str("token", "FRESHET_S2S_TOKEN", "", "bearer token clients must present (prefer the variable: flags show in ps)")
+		token       = fs.String("token", "", "bearer token clients must present (default $FRESHET_S2S_TOKEN; prefer the variable: flags show in ps)")
 		maxConns    = num("max-connections", "FRESHET_MAX_CONNECTIONS", s2sDef.MaxConnections, "most open connections; 0 lifts the limit")
 		maxSubs     = num("max-subscriptions", "FRESHET_MAX_SUBSCRIPTIONS", s2sDef.MaxSubscriptions, "most subscriptions per connection; 0 lifts the limit")
 		maxFrame    = num("max-frame-bytes", "FRESHET_MAX_FRAME_BYTES", s2sDef.MaxFrameBytes, "largest frame read from a client; 0 lifts the limit")
@@ -191,6 +192,12 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 	}
 	cfg.Engine.Query.SearchPath = qDef.SearchPath
 	cfg.S2S.Token = *token
+	if cfg.S2S.Token == "" {
+		cfg.S2S.Token = os.Getenv("FRESHET_S2S_TOKEN")
+	}
+	if cfg.Engine.ReadConcurrency == 0 {
+		return nil, bad("--read-concurrency 0: want at least 1")
+	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(*logLevel)); err != nil {
 		return nil, bad("--log-level %q: want debug, info, warn or error", *logLevel)
 	}
@@ -367,7 +374,11 @@ loop:
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	_ = hs.Shutdown(sctx)
-	if err := srv.Shutdown(sctx); err != nil {
+	closeAll := srv.Shutdown
+	if eng.Err() != nil {
+		closeAll = func(ctx context.Context) error { return srv.StreamLost(ctx, "stream lost: "+eng.Err().Error()) }
+	}
+	if err := closeAll(sctx); err != nil {
 		log.Warn("shutdown", "err", err)
 	}
 	engineClosed = true
