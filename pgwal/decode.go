@@ -128,10 +128,14 @@ func (d *Decoder) Close() error {
 // Reset discards every transaction not yet committed (an open Begin, every
 // streamed transaction and its spill file), as after a reconnect, when
 // PostgreSQL sends them again from the start. Relations, types and events
-// already ready for Next are kept.
+// already ready for Next are kept; every relation is emitted again before
+// its next use, since the discarded part may have held its OpRelation.
 func (d *Decoder) Reset() error {
 	d.txn = nil
 	d.inStream = false
+	for _, e := range d.rels {
+		e.emitted = nil
+	}
 	var errs []error
 	for xid, st := range d.streams {
 		errs = append(errs, st.discard())

@@ -606,3 +606,50 @@ func TestDecodeMillionRowsBoundedMemory(t *testing.T) {
 		t.Errorf("peak live heap %d bytes, want at most %d", peak, bound)
 	}
 }
+
+// Reset drops what was not committed, as after a reconnect, and the
+// resent stream decodes as if from the start.
+func TestDecodeReset(t *testing.T) {
+	dir := t.TempDir()
+	e, s := enc{}, enc{stream: true, xid: 700}
+	d := NewDecoder(DecoderOptions{ProtoVersion: 2, MemoryLimit: 16, SpillDir: dir})
+	defer d.Close()
+	feed(t, d, encStreamStart(700, true), s.relation(relT), s.insert(16384, cols(txt("1"), null(), null())), encStreamStop(),
+		encBegin(0x100, ts1, 7), e.relation(relT), e.insert(16384, cols(txt("2"), null(), null())))
+	if err := d.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if left := spillFiles(t, dir); len(left) != 0 {
+		t.Errorf("spill files after Reset: %v", left)
+	}
+	got := render(feed(t, d, encBegin(0x100, ts1, 7), e.insert(16384, cols(txt("2"), null(), null())), encCommit(0x100, 0x108, ts1)))
+	want := txnLine + relTLine + `  insert public.t new=("2",NULL,NULL)` + "\n"
+	if got != want {
+		t.Errorf("after Reset, events:\n%s\nwant:\n%s", got, want)
+	}
+	if _, err := feedErr(d, encStreamCommit(700, 0x300, 0x308, ts2)); err == nil || !strings.Contains(err.Error(), "never streamed") {
+		t.Errorf("Stream Commit of a transaction dropped by Reset: error %v, want \"never streamed\"", err)
+	}
+}
+
+type fakeTypes map[uint32]change.Type
+
+func (f fakeTypes) Type(oid uint32) (change.Type, bool) { t, ok := f[oid]; return t, ok }
+
+// Type prefers the resolver's full knowledge and falls back to Type
+// messages.
+func TestDecodeTypeResolver(t *testing.T) {
+	dom := change.Type{OID: 70001, Schema: "public", Name: "posint", Kind: change.KindDomain, Base: 23}
+	d := NewDecoder(DecoderOptions{Types: fakeTypes{70001: dom}})
+	feed(t, d, enc{}.typ(70000, "public", "mood"), enc{}.typ(70001, "public", "posint"))
+	if got, ok := d.Type(70001); !ok || got != dom {
+		t.Errorf("Type(70001) = %+v, %v; want the resolver's %+v", got, ok, dom)
+	}
+	want := change.Type{OID: 70000, Schema: "public", Name: "mood", Kind: change.KindOther}
+	if got, ok := d.Type(70000); !ok || got != want {
+		t.Errorf("Type(70000) = %+v, %v; want %+v from the Type message", got, ok, want)
+	}
+	if _, ok := d.Type(1); ok {
+		t.Error("Type(1) found, want not found")
+	}
+}
