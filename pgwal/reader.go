@@ -272,16 +272,15 @@ func Open(ctx context.Context, cfg Config) (*Reader, error) {
 		cfg:        cfg,
 		log:        log,
 		queue:      make(chan item, queueLen),
-		acked:      cfg.StartLSN,
-		flushed:    cfg.StartLSN,
 		quiet:      true,
 		streams:    map[uint32]struct{}{},
 		lastCommit: max(cfg.StartLSN, res.ConfirmedFlush),
 		start:      res.ConfirmedFlush,
 	}
-	if cfg.StartLSN == 0 {
-		r.acked, r.flushed = res.ConfirmedFlush, res.ConfirmedFlush
-	}
+	// The server never moves a slot back, and never sends what committed
+	// before its confirmed position.
+	r.acked = max(cfg.StartLSN, res.ConfirmedFlush)
+	r.flushed = r.acked
 	r.types = newTypeCache(cfg.DSN, log)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 
@@ -831,7 +830,7 @@ func (r *Reader) statusLoop(ctx context.Context, s *session, replyNow <-chan str
 	w := &statusWriter{conn: s.conn.Conn()}
 	tick := min(r.cfg.StatusInterval, time.Second)
 	if s.senderTimeout > 0 {
-		tick = min(tick, s.senderTimeout/4)
+		tick = min(tick, s.senderTimeout/6)
 	}
 	tick = max(tick, 20*time.Millisecond)
 	t := time.NewTicker(tick)

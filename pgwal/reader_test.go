@@ -188,3 +188,31 @@ func TestAckNeverPastAcked(t *testing.T) {
 		return nil
 	})
 }
+
+func TestStartLSNResumesAfterIt(t *testing.T) {
+	db := pgtest.NewDB(t)
+	conn := connect(t, db.DSN)
+	exec(t, conn, `CREATE TABLE t (id int PRIMARY KEY)`)
+	cfg := testConfig(t, db.DSN)
+	r := openReader(t, cfg)
+	for i := 1; i <= 3; i++ {
+		exec(t, conn, fmt.Sprintf(`INSERT INTO t VALUES (%d)`, i))
+	}
+	var commits []change.LSN
+	for i := 0; i < 3; i++ {
+		commits = append(commits, nextTxn(t, r, 30*time.Second).CommitLSN)
+	}
+	r.Close() // nothing acknowledged: the slot still holds all three
+	if got := slotFlush(t, conn, cfg.Slot); got >= commits[0] {
+		t.Fatalf("confirmed_flush_lsn = %v after Close without Ack, want before %v", got, commits[0])
+	}
+	cfg.StartLSN = commits[1]
+	r2 := openReader(t, cfg)
+	txn := nextTxn(t, r2, 30*time.Second)
+	if txn.CommitLSN != commits[2] {
+		t.Fatalf("first transaction after StartLSN %v commits at %v, want %v", cfg.StartLSN, txn.CommitLSN, commits[2])
+	}
+	if got := rowString(userChanges(txn.Changes)[0].New); got != "(3)" {
+		t.Fatalf("row %s, want (3)", got)
+	}
+}

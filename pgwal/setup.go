@@ -97,7 +97,7 @@ func setup(ctx context.Context, conn *pgx.Conn, cfg *Config, log *slog.Logger) (
 		}
 		res.CreatedSlot = true
 		res.ConfirmedFlush, _ = change.ParseLSN(lsn)
-		log.Info("created replication slot", "slot", cfg.Slot, "consistent_point", lsn)
+		log.Info("created replication slot", "consistent_point", lsn)
 	}
 	warnKeyless(ctx, conn, cfg.Publication, log)
 	return res, nil
