@@ -254,6 +254,17 @@ func TestDecodeStreamed(t *testing.T) {
 				"txn xid=700 commit=0/300 end=0/308 time=2026-01-02T03:04:06Z frag=1 last\n" + `  insert public.t new=("3",NULL,NULL)` + "\n" + `  insert public.t new=("4",NULL,NULL)` + "\n",
 		},
 		{
+			name: "a first segment again restarts the transaction",
+			opts: DecoderOptions{MemoryLimit: 16},
+			msgs: [][]byte{
+				encStreamStart(700, true), s7.relation(relT), ins(s7, "1"), encStreamStop(),
+				encStreamStart(700, true), encOrigin(0, "node_b"), s7.relation(relT), ins(s7, "2"), encStreamStop(),
+				encStreamCommit(700, 0x300, 0x308, ts2),
+			},
+			want: "txn xid=700 commit=0/300 end=0/308 time=2026-01-02T03:04:06Z frag=0 last origin=\"node_b\"@0/0\n" + relTLine +
+				`  insert public.t new=("2",NULL,NULL)` + "\n",
+		},
+		{
 			name: "streamed heartbeats and a non-transactional message",
 			opts: DecoderOptions{HeartbeatPrefix: "hb"},
 			msgs: [][]byte{
