@@ -494,9 +494,9 @@ func TestDecodeAcceptsAsPostgres(t *testing.T) {
 			"a0ee-bc99-9c0b-4ef8-bb6d-6bb9-bd38-0a11", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11-",
 			"-a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "a0eebc99--9c0b-4ef8-bb6d-6bb9bd380a11", "{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"}},
 		{"bytea", []string{`\x`, `\x0`, `\xg0`, `\x 00 ff`, `a\b`, `\\`, `\400`, `\377`, `\x00\x00`}},
-		{"date", []string{"2024-02-29", "2023-02-29", "0000-01-01", "0001-01-01 BC", "4714-11-24 BC", "4714-11-23 BC", "5874897-12-31", "5874898-01-01",
+		{"date", []string{"2024-02-29 12:00:00+05", "2024-02-29T24:00", "0044-03-15 12:00:00ZBC", "044-03-15", "2023-02-29", "0000-01-01", "0001-01-01 BC", "4714-11-24 BC", "4714-11-23 BC", "5874897-12-31", "5874898-01-01",
 			"2024-1-2", "2024-13-01", "infinity", "-infinity", "epoch"}},
-		{"time", []string{"24:00:00", "24:00:00.000001", "23:59:60", "12:00", "12:60:00", "1:02:03", "01:02:03.1234565", "00:00:00.0000005",
+		{"time", []string{"12:0", "1:2:3", "12:00:00.", "24:00:00", "24:00:00.000001", "23:59:60", "12:00", "12:60:00", "1:02:03", "01:02:03.1234565", "00:00:00.0000005",
 			"00:00:00.0000015", "00:00:00.0000025", "00:00:00.9999995", "00:00:00.12345649999"}},
 		{"timetz", []string{"12:00:00+15:59", "12:00:00+16", "12:00:00-15:59:59", "12:00:00+05:30:15"}},
 		{"timestamp", []string{"294276-12-31 23:59:59.999999", "294277-01-01 00:00:00", "4714-11-24 00:00:00 BC", "4714-11-23 23:59:59 BC",
@@ -875,4 +875,62 @@ func randArrayLiteral(rng *rand.Rand) string {
 	walk(0)
 	b.WriteString(sp())
 	return b.String()
+}
+
+// TestRandomTimestampInputPostgres feeds random ISO-like date and time
+// strings to the server and to DecodeOID. Refusing what the server accepts
+// is allowed only for a one- or two-digit year (PostgreSQL reads those as
+// month-day-year); accepting what it refuses, or reading a different
+// value, never.
+func TestRandomTimestampInputPostgres(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	gen := func() string {
+		s := pick("2024", "0044", "1", "12345", "294276", "294277", "4714", "4713", "0000", "1999", "2000") + "-" +
+			pick("01", "1", "02", "12", "13", "00", "11") + "-" + pick("01", "1", "29", "30", "31", "24", "23", "00")
+		if rng.IntN(4) != 0 {
+			s += pick(" ", "T", "  ") + pick("00", "0", "12", "23", "24", "25") + ":" + pick("00", "59", "60", "5")
+			if rng.IntN(3) != 0 {
+				s += ":" + pick("00", "59", "60", "61") + pick("", "", ".5", ".123456", ".1234567", ".9999995", ".")
+			}
+			s += pick("", "", "+00", "-03", "+05:30", "+0530", "Z", "z", " +01", "+15:59", "+16", "-15:59:59", "+05:30:15", "+5")
+		}
+		s += pick("", "", " BC", " AD", "BC", " bc")
+		return s
+	}
+	for _, typ := range []string{"timestamptz", "timestamp", "date"} {
+		var oid uint32
+		if err := conn.QueryRow(ctx, "SELECT $1::regtype::oid", typ).Scan(&oid); err != nil {
+			t.Fatal(err)
+		}
+		bad, accepted, refusedOnly := 0, 0, 0
+		for i := 0; i < 1500 && bad < 10; i++ {
+			in := gen()
+			var want string
+			pgErr := conn.QueryRow(ctx, fmt.Sprintf("SELECT $1::%s::text", typ), in).Scan(&want)
+			v, err := DecodeOID(oid, TextValue(in), nil)
+			switch {
+			case pgErr != nil && err == nil:
+				bad++
+				t.Errorf("%s %q: PostgreSQL refuses it (%v), DecodeOID reads %v", typ, in, pgErr, v)
+			case pgErr == nil && err != nil:
+				// Allowed only for a year of one or two digits, which
+				// PostgreSQL reads as month-day-year.
+				if y, _, _ := strings.Cut(in, "-"); len(y) > 2 {
+					bad++
+					t.Errorf("%s %q: PostgreSQL reads %q, DecodeOID refuses it: %v", typ, in, want, err)
+				}
+				refusedOnly++
+			case pgErr == nil:
+				accepted++
+				if got, err := FormatOID(oid, v, nil); err != nil || got != want {
+					bad++
+					t.Errorf("%s %q: PostgreSQL reads %q, DecodeOID %q, %v", typ, in, want, got, err)
+				}
+			}
+		}
+		t.Logf("%s: both accept %d, only PostgreSQL accepts %d, of 1500", typ, accepted, refusedOnly)
+	}
 }

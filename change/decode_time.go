@@ -139,7 +139,9 @@ func isSpace(c byte) bool {
 // date reads YYYY-MM-DD (the year of at least one digit, BC handled by the
 // caller) and returns the year as written, month and day.
 func (p *scanner) date() (y int64, m, d int, ok bool) {
-	y, ok = p.digits(1, 9)
+	// One or two digits would be a month or day in PostgreSQL's MDY
+	// reading ("1-02-29" is 2029-01-02); refuse rather than misread.
+	y, ok = p.digits(3, 9)
 	if !ok || !p.accept('-') {
 		return 0, 0, 0, false
 	}
@@ -154,6 +156,43 @@ func (p *scanner) date() (y int64, m, d int, ok bool) {
 	return y, int(mm), int(dd), true
 }
 
+// dateTime reads an ISO date with an optional time ('T' or spaces before
+// it), zone offset and era: the form of timestamp, timestamptz and (with
+// the time ignored, as date_in ignores it) date.
+func (p *scanner) dateTime() (y int64, m, d int, clock int64, off int32, bc, ok bool) {
+	y, m, d, ok = p.date()
+	if !ok {
+		return
+	}
+	save := p.i
+	if p.accept('T') || p.accept('t') {
+		clock, ok = p.clock()
+	} else {
+		p.skipSpace()
+		if c := p.peek(); c >= '0' && c <= '9' {
+			clock, ok = p.clock()
+		} else {
+			p.i = save
+		}
+	}
+	if !ok {
+		return
+	}
+	if p.i != save {
+		save = p.i
+		p.skipSpace()
+		if c := p.peek(); c == '+' || c == '-' || c == 'Z' || c == 'z' {
+			off, ok = p.offset()
+		} else {
+			p.i = save
+		}
+	}
+	if ok {
+		bc = p.era()
+	}
+	return
+}
+
 // clock reads HH:MM[:SS[.ffffff]] and returns microseconds since midnight
 // (24:00:00 allowed; fractions beyond microseconds rounded half to even).
 func (p *scanner) clock() (int64, bool) {
@@ -161,13 +200,13 @@ func (p *scanner) clock() (int64, bool) {
 	if !ok || !p.accept(':') {
 		return 0, false
 	}
-	m, ok := p.digits(2, 2)
+	m, ok := p.digits(1, 2)
 	if !ok || m > 59 {
 		return 0, false
 	}
 	var sec, frac int64
 	if p.accept(':') {
-		if sec, ok = p.digits(2, 2); !ok || sec > 60 {
+		if sec, ok = p.digits(1, 2); !ok || sec > 60 {
 			return 0, false
 		}
 		if p.accept('.') {
@@ -217,7 +256,9 @@ func fracMicros(ds string) (int64, bool) {
 // it in seconds east of UTC.
 func (p *scanner) offset() (int32, bool) {
 	if p.accept('Z') || p.accept('z') {
-		return 0, true
+		// "ZBC" is one unknown word to PostgreSQL, not Z then BC.
+		c := p.peek()
+		return 0, !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z')
 	}
 	sign := int64(1)
 	switch {
@@ -307,8 +348,7 @@ func ParseDate(s string) (Date, error) {
 	}
 	p := scanner{s: s}
 	p.skipSpace()
-	y, m, d, ok := p.date()
-	bc := ok && p.era()
+	y, m, d, _, _, bc, ok := p.dateTime()
 	p.skipSpace()
 	if !ok || !p.eof() {
 		return Date{}, fmt.Errorf("parse date %q: want YYYY-MM-DD with an optional BC, infinity or -infinity", clip(s))
@@ -523,26 +563,7 @@ func parseTimestamp(s string, tz bool) (Timestamp, error) {
 	}
 	p := scanner{s: s}
 	p.skipSpace()
-	y, m, d, ok := p.date()
-	var clock int64
-	var off int32
-	bc := false
-	if ok && (p.accept('T') || p.accept('t') || (p.peek() == ' ' && p.i+1 < len(p.s) && p.s[p.i+1] >= '0' && p.s[p.i+1] <= '9')) {
-		p.skipSpace()
-		clock, ok = p.clock()
-		if ok {
-			save := p.i
-			p.skipSpace()
-			if c := p.peek(); c == '+' || c == '-' || c == 'Z' || c == 'z' {
-				off, ok = p.offset()
-			} else {
-				p.i = save
-			}
-		}
-	}
-	if ok {
-		bc = p.era()
-	}
+	y, m, d, clock, off, bc, ok := p.dateTime()
 	p.skipSpace()
 	if !ok || !p.eof() {
 		return Timestamp{}, fmt.Errorf("parse %s %q: want YYYY-MM-DD HH:MM:SS with an optional fraction, zone offset and BC, or infinity", name, clip(s))
