@@ -398,6 +398,7 @@ func TestDecodeErrors(t *testing.T) {
 		{name: "begin in stream block", proto: 2, setup: [][]byte{encStreamStart(700, true)}, msg: begin, typ: 'B', contains: "not allowed inside the stream block of transaction 700"},
 		{name: "segment without first", proto: 2, msg: encStreamStart(700, false), typ: 'S', contains: "first segment was not seen"},
 		{name: "stream commit unknown", proto: 2, msg: encStreamCommit(700, 1, 2, ts1), typ: 'c', contains: "never streamed"},
+		{name: "bad streamed delete marker", proto: 2, setup: [][]byte{encStreamStart(700, true)}, msg: buf{msgDelete}.u32(700).u32(16384).u8('N').tuple(cols(txt("1"))), typ: 'D', offset: 9, contains: "Delete tuple marker 'N'"},
 		{name: "malformed streamed insert", proto: 2, setup: [][]byte{encStreamStart(700, true)}, msg: buf{msgInsert}.u32(700).u32(16384).u8('N').u16(3).u8('t').u32(1000).append("ab"), typ: 'I', offset: 13, contains: "exceeds the message"},
 	}
 	for _, tt := range tests {

@@ -192,18 +192,18 @@ func (d *Decoder) decodeInStream(t byte, w *wire) error {
 		st.rels[r.OID] = streamRel{rel: r, subxid: subxid}
 	case msgInsert:
 		w.u32("relation OID")
-		w.u8("tuple marker")
+		w.marker("Insert", tupleNew)
 		d.scratch = w.tuple(d.scratch[:0])
 	case msgUpdate:
 		w.u32("relation OID")
-		if k := w.u8("tuple marker"); k == tupleKey || k == tupleOld {
+		if k := w.marker("Update", tupleKey, tupleOld, tupleNew); k != tupleNew {
 			d.scratch = w.tuple(d.scratch[:0])
-			w.u8("tuple marker")
+			w.marker("Update", tupleNew)
 		}
 		d.scratch = w.tuple(d.scratch[:0])
 	case msgDelete:
 		w.u32("relation OID")
-		w.u8("tuple marker")
+		w.marker("Delete", tupleKey, tupleOld)
 		d.scratch = w.tuple(d.scratch[:0])
 	case msgTruncate:
 		w.truncate()
@@ -226,6 +226,22 @@ func (d *Decoder) decodeInStream(t byte, w *wire) error {
 	n := st.append(subxid, w.b)
 	d.memUsed += int64(n)
 	return d.maybeSpill()
+}
+
+// marker reads a tuple marker and fails unless it is one of want.
+func (w *wire) marker(msg string, want ...byte) byte {
+	k := w.u8("tuple marker")
+	if w.err != nil {
+		return 0
+	}
+	for _, m := range want {
+		if k == m {
+			return k
+		}
+	}
+	w.off--
+	w.fail("%s tuple marker %q, want one of %q", msg, k, want)
+	return 0
 }
 
 func (w *wire) errOrNil() error {
