@@ -42,7 +42,8 @@
 // Abort of a subtransaction drops that subtransaction's messages, one of the
 // top-level xid drops everything. At Stream Commit the messages are read
 // back in order and decoded one fragment per Next call, so a transaction of
-// a million rows never sits in memory whole. Relation messages inside a
+// a million rows never sits in memory whole; being read after its commit,
+// its every fragment carries the whole header, EndLSN included. Relation messages inside a
 // streamed transaction take effect at their point in it.
 //
 // Decode copies each message it keeps once, into memory the Decoder owns
