@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/big"
 	"sort"
+	"strings"
 
 	"github.com/freshetdb/freshet/change"
 )
@@ -112,6 +113,14 @@ func (dv *deriver) colValue(r *colRef, v any, fam family) (out any, exact, never
 			return f, true, false
 		}
 		return nil, false, true
+	}
+	if cf == famText && r.oid == change.OIDBPChar {
+		// CompareValues and AppendKey drop a char(n) value's trailing
+		// spaces; a constant ending in spaces (compared as text) is
+		// never equal to a trimmed value and has no exact bound.
+		if str, ok := v.(string); ok && strings.HasSuffix(str, " ") {
+			return nil, false, true
+		}
 	}
 	if cf == fam || cf == famEnum && fam == famEnum {
 		return v, true, false
@@ -229,6 +238,15 @@ func (dv *deriver) derive(e *expr, neg bool) derived {
 	}
 	col := e.l.col
 	oid := col.oid
+	if e.l.trim {
+		// A varchar compared as char(n): its stored value keeps trailing
+		// spaces the comparison ignores; say only that it is not NULL
+		// (IS DISTINCT FROM is true for NULL too: nothing to say).
+		if e.op == opDistinct {
+			return all
+		}
+		return single(col, newDom(ConstraintNotIn))
+	}
 	switch e.op {
 	case opCmp:
 		if e.r.col != nil {

@@ -187,6 +187,14 @@ func (g *predGen) value(c diffColumn) string {
 		case 0:
 			return g.pick([]string{"0.1", "1.5", "2", "'0.1'::real", "'1.5'::float4"})
 		}
+	case "c":
+		if g.rng.Intn(3) == 0 {
+			return g.pick([]string{"'a '::text", "'b '::text", "'a'::text", "'ab  '::varchar"})
+		}
+	case "v":
+		if g.rng.Intn(3) == 0 {
+			return g.pick([]string{"'a '::char(3)", "'a'::bpchar", "'b  '::bpchar"})
+		}
 	case "d":
 		if g.rng.Intn(3) == 0 {
 			return g.pick([]string{"'2024-01-01 00:00:00'::timestamp", "'2024-01-01 12:00:00'::timestamp", "'2024-01-01 00:00:00+00'::timestamptz"})

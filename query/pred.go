@@ -582,7 +582,7 @@ func (c *compiler) comparePairIn(l, r *topnd, op cmpOp, loc int32, force family)
 	// bpchar against varchar (or bpchar) compares as bpchar: trailing
 	// spaces of both sides are insignificant. Against text it compares as
 	// text (only the bpchar side loses its trailing spaces).
-	if fam == famText && (l.oid == change.OIDBPChar && r.oid == change.OIDVarchar || l.oid == change.OIDVarchar && r.oid == change.OIDBPChar) {
+	if fam == famText && force == famNone && (l.oid == change.OIDBPChar && r.oid == change.OIDVarchar || l.oid == change.OIDVarchar && r.oid == change.OIDBPChar) {
 		for _, o := range []*operand{&e.l, &e.r} {
 			if o.col != nil {
 				o.trim = true
@@ -820,8 +820,18 @@ func (c *compiler) in(a *pg.A_Expr, negate bool) (*expr, error) {
 		}
 		cmps[i] = e
 	}
+	if force == famText && l.oid == change.OIDBPChar {
+		// select_common_type keeps the first type when both directions
+		// coerce implicitly, as all string types do: the list compares
+		// as char(n), every item losing its trailing spaces.
+		for _, ce := range cmps {
+			if s, ok := ce.r.val.(string); ok {
+				ce.r.val = strings.TrimRight(s, " ")
+			}
+		}
+	}
 	if allConst && fam != famEnum {
-		e := &expr{op: opIn, negate: negate, fam: fam, l: operand{col: l.col}, set: make(map[string]struct{})}
+		e := &expr{op: opIn, negate: negate, fam: fam, l: operand{col: l.col, trim: cmps[0].l.trim}, set: make(map[string]struct{})}
 		for _, ce := range cmps {
 			if ce.r.val == nil {
 				e.null = true
