@@ -4,6 +4,7 @@
 // The command line is Main.Run, one file per subcommand, so tests run it in
 // process:
 //
+//	freshet serve   serve fresh query results to backends (serve.go)
 //	freshet tail    print committed transactions as JSON lines (tail.go);
 //	                with --output, append to a file and resume after its
 //	                last line (output.go)
