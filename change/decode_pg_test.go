@@ -887,7 +887,8 @@ func TestRandomTimestampInputPostgres(t *testing.T) {
 	conn := connect(t)
 	rng := rand.New(rand.NewPCG(7, 8))
 	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
-	gen := func() string {
+	var gen func() string
+	gen = func() string {
 		s := pick("2024", "0044", "1", "12345", "294276", "294277", "4714", "4713", "0000", "1999", "2000") + "-" +
 			pick("01", "1", "02", "12", "13", "00", "11") + "-" + pick("01", "1", "29", "30", "31", "24", "23", "00")
 		if rng.IntN(4) != 0 {
@@ -900,7 +901,17 @@ func TestRandomTimestampInputPostgres(t *testing.T) {
 		s += pick("", "", " BC", " AD", "BC", " bc")
 		return s
 	}
-	for _, typ := range []string{"timestamptz", "timestamp", "date"} {
+	genClock := func() string {
+		s := pick("00", "0", "12", "23", "24", "25", "7") + ":" + pick("00", "59", "60", "5")
+		if rng.IntN(3) != 0 {
+			s += ":" + pick("00", "59", "60", "61") + pick("", "", ".5", ".123456", ".1234567", ".9999995", ".")
+		}
+		return pick("", " ") + s + pick("", "", "+00", "-03", "+05:30", "+0530", "Z", " +01", "+15:59", "+16", "-15:59:59", "+05:30:15", "+5", "-00:00:01")
+	}
+	for _, typ := range []string{"timestamptz", "timestamp", "date", "time", "timetz"} {
+		if typ == "time" || typ == "timetz" {
+			gen = genClock
+		}
 		var oid uint32
 		if err := conn.QueryRow(ctx, "SELECT $1::regtype::oid", typ).Scan(&oid); err != nil {
 			t.Fatal(err)

@@ -420,11 +420,21 @@ func (d Date) Time() (time.Time, bool) {
 }
 
 // ParseTimeOfDay parses a time without time zone: "HH:MM[:SS[.ffffff]]",
-// 24:00:00 included.
+// 24:00:00 included; a zone offset is ignored, as PostgreSQL ignores it.
 func ParseTimeOfDay(s string) (TimeOfDay, error) {
 	p := scanner{s: s}
 	p.skipSpace()
 	us, ok := p.clock()
+	if ok {
+		// A zone offset is allowed and ignored, as time_in ignores it.
+		save := p.i
+		p.skipSpace()
+		if c := p.peek(); c == '+' || c == '-' || c == 'Z' || c == 'z' {
+			_, ok = p.offset()
+		} else {
+			p.i = save
+		}
+	}
 	p.skipSpace()
 	if !ok || !p.eof() {
 		return 0, fmt.Errorf("parse time %q: want HH:MM:SS with an optional fraction, at most 24:00:00", clip(s))
@@ -469,15 +479,19 @@ func appendSeconds(dst []byte, sec, frac int64) []byte {
 	return dst[:end]
 }
 
-// ParseTimeTZ parses a time with time zone: "HH:MM:SS[.ffffff]+HH[:MM[:SS]]".
+// ParseTimeTZ parses a time with time zone: "HH:MM:SS[.ffffff]+HH[:MM[:SS]]";
+// without an offset the time is taken as UTC (the session's zone).
 func ParseTimeTZ(s string) (TimeTZ, error) {
 	p := scanner{s: s}
 	p.skipSpace()
 	us, ok := p.clock()
 	var off int32
 	if ok {
+		// Without an offset the session's zone applies: UTC.
 		p.skipSpace()
-		off, ok = p.offset()
+		if !p.eof() {
+			off, ok = p.offset()
+		}
 	}
 	p.skipSpace()
 	if !ok || !p.eof() {
