@@ -199,6 +199,9 @@ func (m *Main) tail(ctx context.Context, cfg *tailConfig) error {
 			logger.Info("resuming after the output file's last transaction", "file", cfg.Output, "lsn", last)
 		}
 	}
+	if cfg.Until != 0 && cfg.Stream.HeartbeatInterval == 0 {
+		logger.Warn("with --heartbeat 0, --until stops only when a transaction at or past it arrives; nothing else marks the stream passing it", "until", cfg.Until)
+	}
 	cfg.Stream.StartLSN = cfg.From
 	t.out = &countingWriter{w: out}
 	t.w = bufio.NewWriterSize(t.out, 256<<10)
