@@ -64,10 +64,11 @@ type ovKey struct {
 
 // pend is a row changed by the transaction being applied.
 type pend struct {
-	tb    *table
-	key   string
-	after []any    // nil: deleted
-	h     *heldRow // the row object that holds it once committed
+	tb     *table
+	key    string
+	before []any    // the row before the transaction (nil: not held)
+	after  []any    // nil: deleted
+	h      *heldRow // the row object that holds it once committed
 }
 
 func newState(opts CoreOptions) *state {
@@ -278,7 +279,7 @@ func (s *state) releaseRset(v *view, rs *rset) {
 	}
 	vs := v.srcs[0]
 	for k, e := range rs.result {
-		s.release(vs.t, k, e.rows[0], vs)
+		s.release(vs.t, k, e.row, vs)
 	}
 }
 
@@ -290,11 +291,11 @@ func (s *state) intern(v *view, rs *rset) {
 	for k, e := range rs.result {
 		h := tb.rows[k]
 		if h == nil {
-			h = e.rows[0]
+			h = e.row
 			tb.rows[k] = h
 		} else {
-			h.vals = merge(h.vals, e.rows[0].vals)
-			e.rows[0] = h
+			h.vals = merge(h.vals, e.row.vals)
+			e.row = h
 		}
 		h.addHolder(vs)
 	}
@@ -365,6 +366,9 @@ func (s *state) setPend(tb *table, key string, after []any) {
 	p := s.ov[k]
 	if p == nil {
 		p = &pend{tb: tb, key: key}
+		if h := tb.rows[key]; h != nil {
+			p.before = h.vals
+		}
 		s.ov[k] = p
 		s.ovList = append(s.ovList, p)
 	}
@@ -554,6 +558,17 @@ func (s *state) finish(lsn change.LSN) {
 	s.land()
 }
 
+// p0 returns the values a row had before the transaction.
+func p0(s *state, tb *table, key string) []any {
+	if p := s.ov[ovKey{tb.oid, key}]; p != nil {
+		return p.before
+	}
+	return nil
+}
+
+// q0 returns an entry's query.Row as it is now.
+func q0(v *view, e *entry) query.Row { return v.qOf(e) }
+
 func cmpU64(a, b uint64) int {
 	switch {
 	case a < b:
@@ -596,7 +611,10 @@ func (s *state) settle(v *view, lsn change.LSN) {
 			return
 		}
 		if v.plan.Eval(q) == query.True {
-			nexts[i].e = &entry{key: k, rows: []*heldRow{p.h}, q: q}
+			nexts[i].e = &entry{key: k, row: p.h}
+			if v.ordered {
+				nexts[i].e.q = q
+			}
 		}
 	}
 	var d delta
@@ -604,11 +622,11 @@ func (s *state) settle(v *view, lsn change.LSN) {
 	for _, n := range nexts {
 		old := v.remove(n.key)
 		if old != nil {
-			s.dropHold(vs, n.key, old.rows[0])
+			s.dropHold(vs, n.key, old.row)
 		}
 		kept := n.e != nil && v.insert(n.e)
 		if kept {
-			n.e.rows[0].addHolder(vs)
+			n.e.row.addHolder(vs)
 		}
 		if v.ordered || v.plan.Count {
 			continue
@@ -616,7 +634,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		switch {
 		case old != nil && !kept:
 			d.removed = append(d.removed, Key(n.key))
-		case kept && (old == nil || !sameValues(v.plan.Project(old.q), v.plan.Project(n.e.q))):
+		case kept && (old == nil || !sameValues(v.plan.Project(v.row(p0(s, tb, n.key))), v.plan.Project(q0(v, n.e)))):
 			d.rows = append(d.rows, v.resultRow(n.e))
 		}
 	}
@@ -626,7 +644,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		d.changed = d.count != before
 	case v.ordered:
 		for _, e := range v.trim() {
-			s.dropHold(vs, e.key, e.rows[0])
+			s.dropHold(vs, e.key, e.row)
 		}
 		if !v.covered() {
 			v.status = viewRefilling
@@ -808,7 +826,10 @@ func (s *state) landRead(r *read) {
 			continue
 		}
 		priv[k] = vals
-		e := &entry{key: k, rows: []*heldRow{{vals: vals}}, q: v.row(vals)}
+		e := &entry{key: k, row: &heldRow{vals: vals}}
+		if rs.ordered {
+			e.q = v.row(vals)
+		}
 		rs.remove(k)
 		rs.insert(e)
 	}
@@ -872,7 +893,11 @@ func (s *state) landRead(r *read) {
 					return false
 				}
 				priv[newKey] = newVals
-				rs.insert(&entry{key: newKey, rows: []*heldRow{{vals: newVals}}, q: q})
+				e := &entry{key: newKey, row: &heldRow{vals: newVals}}
+				if rs.ordered {
+					e.q = q
+				}
+				rs.insert(e)
 			}
 		}
 		return true
@@ -903,18 +928,16 @@ func (s *state) landRead(r *read) {
 		case v.ordered:
 			d = v.diffShown()
 		default:
-			for k, e := range v.result {
-				oe := old.result[k]
-				if oe == nil || !sameValues(v.plan.Project(oe.q), v.plan.Project(e.q)) {
-					d.rows = append(d.rows, v.resultRow(e))
-				}
+			// The rows subscribers hold may have changed since (they are
+			// shared): send every row again, and the removals.
+			for _, e := range v.entries() {
+				d.rows = append(d.rows, v.resultRow(e))
 			}
 			for k := range old.result {
 				if v.result[k] == nil {
 					d.removed = append(d.removed, Key(k))
 				}
 			}
-			slices.SortFunc(d.rows, func(a, b ResultRow) int { return cmpStr(string(a.Key), string(b.Key)) })
 			slices.Sort(d.removed)
 			d.changed = len(d.rows) > 0 || len(d.removed) > 0
 		}

@@ -240,8 +240,8 @@ func (v *view) enumerate(rootKey string, root *heldRow) []*entry {
 	rec = func(i int) {
 		if i == n {
 			if v.plan.Eval(q) == query.True {
-				out = append(out, &entry{key: strings.Join(keys, ""), root: rootKey, rows: slices.Clone(rows), q: slices.Clone(q),
-					srcKeys: slices.Clone(keys)})
+				out = append(out, &entry{key: strings.Join(keys, ""), q: slices.Clone(q),
+					j: &joinEntry{root: rootKey, rows: slices.Clone(rows), srcKeys: slices.Clone(keys)}})
 			}
 			return
 		}
@@ -299,11 +299,11 @@ func (v *view) addEntry(rootKey string, e *entry) {
 		js.byRoot[rootKey] = m
 	}
 	m[e.key] = e
-	for i, h := range e.rows {
+	for i, h := range e.j.rows {
 		if h == nil {
 			continue
 		}
-		pk := e.srcKeys[i]
+		pk := e.j.srcKeys[i]
 		bm := js.bySrc[i][pk]
 		if bm == nil {
 			bm = make(map[string]*entry)
@@ -322,11 +322,11 @@ func (v *view) dropEntry(rootKey string, e *entry) {
 			delete(js.byRoot, rootKey)
 		}
 	}
-	for i, h := range e.rows {
+	for i, h := range e.j.rows {
 		if h == nil {
 			continue
 		}
-		pk := e.srcKeys[i]
+		pk := e.j.srcKeys[i]
 		if bm := js.bySrc[i][pk]; bm != nil {
 			delete(bm, e.key)
 			if len(bm) == 0 {
@@ -373,7 +373,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 		for _, k := range keys {
 			old := t[k]
 			for _, e := range js.bySrc[i][k] {
-				roots[e.root] = struct{}{}
+				roots[e.j.root] = struct{}{}
 			}
 			if old != nil {
 				v.rootsOf(i, k, old, roots, 0)

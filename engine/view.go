@@ -47,14 +47,21 @@ type viewSource struct {
 	byCol map[int]map[string]map[string]*heldRow
 }
 
-// entry is one row of a view's result.
+// entry is one row of a view's result. It is kept small: a single-table
+// view without ORDER BY holds only the key and the shared row (its
+// query.Row is rebuilt when needed).
 type entry struct {
-	key  string
-	rows []*heldRow // per source (nil for a null-extended one)
-	// join entries: the root row's key and each source's key
-	root    string
-	srcKeys []string
-	q       query.Row
+	key string
+	row *heldRow   // single-table views
+	q   query.Row  // ordered and join views: the row as it entered the result
+	j   *joinEntry // join views
+}
+
+// joinEntry is the part of an entry only join views need.
+type joinEntry struct {
+	rows    []*heldRow // per source (nil for a null-extended one)
+	root    string     // the root row's key
+	srcKeys []string   // each source's key
 }
 
 // view is the maintained result of one plan, shared by its subscribers.
@@ -246,8 +253,16 @@ func (v *rset) countRows() []ResultRow {
 	return []ResultRow{{Values: []any{v.countN()}}}
 }
 
+// qOf returns an entry's query.Row.
+func (v *view) qOf(e *entry) query.Row {
+	if e.q != nil {
+		return e.q
+	}
+	return v.row(e.row.vals)
+}
+
 func (v *view) resultRow(e *entry) ResultRow {
-	return ResultRow{Key: Key(e.key), Values: v.plan.Project(e.q)}
+	return ResultRow{Key: Key(e.key), Values: v.plan.Project(v.qOf(e))}
 }
 
 // snapshotShown records what an ordered view's subscribers now hold.

@@ -1,0 +1,213 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/freshetdb/freshet/change"
+	"github.com/freshetdb/freshet/query"
+)
+
+// benchCore is a core with the items table and a compile helper.
+type benchCore struct {
+	core *Core
+	cat  *fakeCatalog
+	rel  *change.Relation
+	lsn  change.LSN
+	xid  uint32
+}
+
+func newBenchCore(tb testing.TB) *benchCore {
+	h := newHarness(tb, CoreOptions{})
+	h.createTable("items", []string{"id int4 pk", "name text", "price int4", "cat text"})
+	return &benchCore{core: NewCore(CoreOptions{}), cat: h.cat, rel: h.tables["items"].rel}
+}
+
+func (bc *benchCore) compile(tb testing.TB, sql string, binds ...query.Bind) *query.Plan {
+	opts := query.DefaultOptions()
+	opts.Catalog = bc.cat
+	p, r, err := query.Compile(context.Background(), sql, binds, opts)
+	if err != nil || r != nil {
+		tb.Fatalf("compile %q: %v %v", sql, r, err)
+	}
+	return p
+}
+
+// subscribe registers plans and lands their reads empty.
+func (bc *benchCore) subscribe(tb testing.TB, plans []*query.Plan) {
+	for i, p := range plans {
+		bc.core.Subscribe(SubID(i+1), p, ModeRows)
+	}
+	rd := bc.core.Ready()
+	for _, r := range rd.Reads {
+		bc.core.ReadDone(r.ID, Snapshot{LSN: bc.lsn}, nil, true, nil)
+	}
+	rd = bc.core.Ready()
+	if len(rd.Outputs) != len(plans) {
+		tb.Fatalf("outputs after landing = %d, want %d accepted", len(rd.Outputs), len(plans))
+	}
+}
+
+func (bc *benchCore) txn(changes []change.Change) {
+	bc.lsn += 0x10
+	bc.xid++
+	bc.core.Apply(&change.Txn{XID: bc.xid, CommitLSN: bc.lsn, Last: true, Changes: changes})
+}
+
+func (bc *benchCore) row(id, price int) change.Row {
+	return change.Row{txt(strconv.Itoa(id)), txt("item-" + strconv.Itoa(id) + "-abcdefgh"), txt(strconv.Itoa(price)), txt("fruit")}
+}
+
+func eqPlans(tb testing.TB, bc *benchCore, n int) []*query.Plan {
+	plans := make([]*query.Plan, n)
+	for i := range plans {
+		plans[i] = bc.compile(tb, "SELECT * FROM items WHERE price = $1",
+			query.Bind{OID: change.OIDInt4, Data: []byte(strconv.Itoa(i))})
+	}
+	return plans
+}
+
+// BenchmarkRoute routes a single-row change among n registered equality
+// subscriptions (price = k, one per k): each change is an update moving
+// one row from one subscription's result to another's, so it matches two.
+func BenchmarkRoute(b *testing.B) {
+	for _, n := range []int{100, 1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			bc := newBenchCore(b)
+			bc.subscribe(b, eqPlans(b, bc, n))
+			bc.txn([]change.Change{{Op: change.OpInsert, Rel: bc.rel, New: bc.row(1, 0)}})
+			bc.core.Ready()
+			ch := []change.Change{{Op: change.OpUpdate, Rel: bc.rel}}
+			i := 0
+			for b.Loop() {
+				i++
+				ch[0].New = bc.row(1, (i*7919)%n)
+				bc.txn(ch)
+				rd := bc.core.Ready()
+				if len(rd.Outputs) == 0 {
+					b.Fatal("no delta")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRouteMiss routes an insert that matches none of n equality
+// subscriptions.
+func BenchmarkRouteMiss(b *testing.B) {
+	for _, n := range []int{100, 100_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			bc := newBenchCore(b)
+			bc.subscribe(b, eqPlans(b, bc, n))
+			ch := []change.Change{{Op: change.OpInsert, Rel: bc.rel, New: bc.row(1, n+5)}}
+			for b.Loop() {
+				bc.txn(ch)
+				if rd := bc.core.Ready(); len(rd.Outputs) != 0 {
+					b.Fatal("unexpected output")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkTxn10kRows applies a 10,000-row transaction to 1,000
+// subscriptions (each matching 10 of the rows).
+func BenchmarkTxn10kRows(b *testing.B) {
+	bc := newBenchCore(b)
+	bc.subscribe(b, eqPlans(b, bc, 1000))
+	ins := make([]change.Change, 10_000)
+	del := make([]change.Change, 10_000)
+	for i := range ins {
+		ins[i] = change.Change{Op: change.OpInsert, Rel: bc.rel, New: bc.row(i, i%1000)}
+		del[i] = change.Change{Op: change.OpDelete, Rel: bc.rel, Old: change.Row{txt(strconv.Itoa(i)), {}, {}, {}}}
+	}
+	for b.Loop() {
+		bc.txn(ins)
+		if rd := bc.core.Ready(); len(rd.Outputs) != 1000 {
+			b.Fatalf("outputs = %d, want 1000", len(rd.Outputs))
+		}
+		b.StopTimer()
+		bc.txn(del)
+		bc.core.Ready()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10_000, "ns/row")
+}
+
+func heap() uint64 {
+	// Finalizers (pg_query's parse results) free memory a GC later.
+	for i := 0; i < 4; i++ {
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+	}
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// TestMemoryPerSubscription measures the core's bytes per equality
+// subscription (beyond its rows and its compiled plan) and asserts a
+// generous bound.
+func TestMemoryPerSubscription(t *testing.T) {
+	if testing.Short() {
+		t.Skip("memory measurement")
+	}
+	const n = 10_000
+	bc := newBenchCore(t)
+	h0 := heap()
+	plans := eqPlans(t, bc, n)
+	before := heap()
+	t.Logf("bytes per compiled plan: %.0f", (float64(before)-float64(h0))/n)
+	bc.subscribe(t, plans)
+	after := heap()
+	t.Logf("stats %+v", bc.core.Stats())
+	per := (float64(after) - float64(before)) / n
+	t.Logf("core bytes per subscription (plan excluded): %.0f", per)
+	runtime.KeepAlive(plans)
+	if per > 4096 {
+		t.Errorf("bytes per subscription = %.0f, want <= 4096", per)
+	}
+}
+
+// TestMemoryPerRow measures bytes per held row against the row's text
+// size, for rows held by one view and by ten views sharing them.
+func TestMemoryPerRow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("memory measurement")
+	}
+	for _, views := range []int{1, 10} {
+		const n = 50_000
+		bc := newBenchCore(t)
+		var plans []*query.Plan
+		for v := 0; v < views; v++ {
+			plans = append(plans, bc.compile(t, fmt.Sprintf("SELECT * FROM items WHERE price >= %d", -v)))
+		}
+		bc.subscribe(t, plans)
+		var text int
+		chs := make([]change.Change, 0, 1000)
+		before := heap()
+		for i := 0; i < n; i++ {
+			r := bc.row(i, i%1000)
+			for _, v := range r {
+				text += len(v.Data)
+			}
+			chs = append(chs, change.Change{Op: change.OpInsert, Rel: bc.rel, New: r})
+			if len(chs) == cap(chs) {
+				bc.txn(chs)
+				bc.core.Ready()
+				chs = make([]change.Change, 0, 1000)
+			}
+		}
+		after := heap()
+		if got := bc.core.Stats().HeldRows; got != n {
+			t.Fatalf("HeldRows = %d, want %d", got, n)
+		}
+		per := float64(after-before) / n
+		t.Logf("%d view(s): bytes per held row %.0f, text size %.1f, ratio %.2f", views, per, float64(text)/n, per/(float64(text)/n))
+		runtime.KeepAlive(bc)
+	}
+}
