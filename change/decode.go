@@ -155,11 +155,13 @@ func decodeBaseText(oid uint32, s string, owned bool) (any, error) {
 	case OIDInt8:
 		return parseInt(s, 64)
 	case OIDOID:
-		v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32)
-		if err != nil {
+		// As oidin: an unsigned 32-bit number, or a negative one down to
+		// -2147483648 that wraps around (for backward compatibility).
+		v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil || v > math.MaxUint32 || v < math.MinInt32 {
 			return nil, fmt.Errorf("parse %q: want an unsigned 32-bit integer", clip(s))
 		}
-		return int64(v), nil
+		return int64(uint32(v)), nil
 	case OIDFloat4:
 		return ParseFloat(s, 32)
 	case OIDFloat8:

@@ -945,3 +945,45 @@ func TestRandomTimestampInputPostgres(t *testing.T) {
 		t.Logf("%s: both accept %d, only PostgreSQL accepts %d, of 1500", typ, accepted, refusedOnly)
 	}
 }
+
+// TestRandomNumberInputPostgres feeds random strings over the alphabet of
+// numbers to the server and to DecodeOID: both must refuse, or both accept
+// with the same value.
+func TestRandomNumberInputPostgres(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t)
+	rng := rand.New(rand.NewPCG(9, 10))
+	pieces := []string{"0", "1", "5", "9", "00", "123", ".", ".", "e", "E", "-", "+", " ", "e-5", "e+3", "e400", "NaN", "inf", "Infinity", "x", "_", "1e-320", "99999999999"}
+	for _, typ := range []string{"numeric", "float8", "float4", "int2", "int4", "int8", "oid"} {
+		var oid uint32
+		if err := conn.QueryRow(ctx, "SELECT $1::regtype::oid", typ).Scan(&oid); err != nil {
+			t.Fatal(err)
+		}
+		bad, accepted := 0, 0
+		for i := 0; i < 1000 && bad < 10; i++ {
+			var b strings.Builder
+			for k := 1 + rng.IntN(4); k > 0; k-- {
+				b.WriteString(pieces[rng.IntN(len(pieces))])
+			}
+			in := b.String()
+			var want string
+			pgErr := conn.QueryRow(ctx, fmt.Sprintf("SELECT $1::%s::text", typ), in).Scan(&want)
+			v, err := DecodeOID(oid, TextValue(in), nil)
+			switch {
+			case pgErr != nil && err == nil:
+				bad++
+				t.Errorf("%s %q: PostgreSQL refuses it (%v), DecodeOID reads %v", typ, in, pgErr, v)
+			case pgErr == nil && err != nil:
+				bad++
+				t.Errorf("%s %q: PostgreSQL reads %q, DecodeOID refuses it: %v", typ, in, want, err)
+			case pgErr == nil:
+				accepted++
+				if got, err := FormatOID(oid, v, nil); err != nil || got != want {
+					bad++
+					t.Errorf("%s %q: PostgreSQL reads %q, DecodeOID %q, %v", typ, in, want, got, err)
+				}
+			}
+		}
+		t.Logf("%s: %d of 1000 random inputs accepted by both", typ, accepted)
+	}
+}

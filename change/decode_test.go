@@ -373,7 +373,7 @@ func TestDecodeScalars(t *testing.T) {
 		oid uint32
 		in  string
 	}{
-		{OIDInt2, "32768"}, {OIDInt4, "1.5"}, {OIDInt8, ""}, {OIDOID, "-1"}, {OIDFloat8, "1e400"}, {OIDFloat8, "0x"}, {OIDFloat8, "00x10"},
+		{OIDInt2, "32768"}, {OIDInt4, "1.5"}, {OIDInt8, ""}, {OIDOID, "-2147483649"}, {OIDOID, "4294967296"}, {OIDFloat8, "1e400"}, {OIDFloat8, "0x"}, {OIDFloat8, "00x10"},
 		{OIDFloat4, "1e39"}, {OIDFloat8, "1e-400"}, {OIDFloat4, "1e-50"}, {OIDBool, "maybe"}, {OIDBool, "o"}, {OIDBytea, `\x0`}, {OIDBytea, `\xzz`}, {OIDBytea, `a\b`},
 		{OIDUUID, "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1"}, {OIDUUID, "a0eebc99--9c0b-4ef8-bb6d-6bb9bd380a11"},
 		{OIDUUID, "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11-"}, {OIDJSON, `{"a":`}, {OIDNumeric, "x"}, {OIDDate, "yesterday"},
