@@ -24,6 +24,7 @@ type encoder struct {
 	rows  map[*any][]byte    // one row's {"key":..,"values":[..]}
 	parts map[partKey][]byte // a delta's body after its id
 	colT  map[uint32]change.Type
+	rowN  int // rows encoded (not reused), for tests
 }
 
 type partKey struct {
@@ -75,6 +76,7 @@ func (e *encoder) appendRowLocked(dst []byte, cols []query.Output, r *engine.Res
 			return append(dst, b...)
 		}
 	}
+	e.rowN++
 	start := len(dst)
 	dst = append(dst, `{"key":`...)
 	dst = appendKey(dst, r.Key)
