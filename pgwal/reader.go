@@ -823,16 +823,20 @@ func (r *Reader) stream(s *session) error {
 }
 
 // statusLoop sends standby status updates: at once when the server asks,
-// every StatusInterval otherwise, and often enough to beat
-// wal_sender_timeout while the receiver waits for a slow consumer (the
-// receiver then reads nothing, so it cannot see the server's requests).
+// soon after the acknowledged position moves, and at least every
+// StatusInterval or a sixth of wal_sender_timeout, whichever is shorter.
+// The last rule is what keeps the connection: the server asks for replies
+// only now and then (not while it is busy sending a large transaction),
+// and while the receiver waits for a slow consumer it reads nothing, so it
+// cannot see the server's requests at all.
 func (r *Reader) statusLoop(ctx context.Context, s *session, replyNow <-chan struct{}) error {
 	w := &statusWriter{conn: s.conn.Conn()}
-	tick := min(r.cfg.StatusInterval, time.Second)
+	every := r.cfg.StatusInterval
 	if s.senderTimeout > 0 {
-		tick = min(tick, s.senderTimeout/6)
+		every = min(every, s.senderTimeout/6)
 	}
-	tick = max(tick, 20*time.Millisecond)
+	every = max(every, 20*time.Millisecond)
+	tick := min(every, time.Second)
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	var last time.Time
@@ -871,7 +875,7 @@ func (r *Reader) statusLoop(ctx context.Context, s *session, replyNow <-chan str
 			r.mu.Lock()
 			moved := r.flushPosLocked() != lastFlush
 			r.mu.Unlock()
-			if s.blocked.Load() || moved || time.Since(last) >= r.cfg.StatusInterval {
+			if s.blocked.Load() || moved || time.Since(last) >= every-tick/10 {
 				if err := send(); err != nil {
 					return err
 				}
