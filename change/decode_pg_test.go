@@ -946,15 +946,24 @@ func TestRandomTimestampInputPostgres(t *testing.T) {
 	}
 }
 
-// TestRandomNumberInputPostgres feeds random strings over the alphabet of
-// numbers to the server and to DecodeOID: both must refuse, or both accept
-// with the same value.
-func TestRandomNumberInputPostgres(t *testing.T) {
+// TestRandomScalarInputPostgres feeds random strings over the alphabet of
+// each scalar type (numbers, bool, uuid, bytea) to the server and to
+// DecodeOID: both must refuse, or both accept with the same value.
+func TestRandomScalarInputPostgres(t *testing.T) {
 	ctx := context.Background()
 	conn := connect(t)
 	rng := rand.New(rand.NewPCG(9, 10))
 	pieces := []string{"0", "1", "5", "9", "00", "123", ".", ".", "e", "E", "-", "+", " ", "e-5", "e+3", "e400", "NaN", "inf", "Infinity", "x", "_", "1e-320", "99999999999"}
-	for _, typ := range []string{"numeric", "float8", "float4", "int2", "int4", "int8", "oid"} {
+	alphabets := map[string][]string{
+		"bool":  {"t", "f", "true", "false", "yes", "no", "on", "off", "1", "0", "o", "T", "Y", "n", " ", "x"},
+		"uuid":  {"a0eebc99", "9c0b", "4ef8", "-", "-", "{", "}", "bb6d6bb9bd380a11", "A", "0", "g", " ", "12345678"},
+		"bytea": {`\x`, `\`, "0", "f", "F", "a", " ", `\000`, `\377`, `\400`, "g", "zz", `\\`, "1"},
+	}
+	for _, typ := range []string{"numeric", "float8", "float4", "int2", "int4", "int8", "oid", "bool", "uuid", "bytea"} {
+		pieces := pieces
+		if a, ok := alphabets[typ]; ok {
+			pieces = a
+		}
 		var oid uint32
 		if err := conn.QueryRow(ctx, "SELECT $1::regtype::oid", typ).Scan(&oid); err != nil {
 			t.Fatal(err)
@@ -962,12 +971,43 @@ func TestRandomNumberInputPostgres(t *testing.T) {
 		bad, accepted := 0, 0
 		for i := 0; i < 1000 && bad < 10; i++ {
 			var b strings.Builder
-			for k := 1 + rng.IntN(4); k > 0; k-- {
+			n := 1 + rng.IntN(4)
+			switch typ {
+			case "bool":
+				n = 1 + rng.IntN(2)
+			case "uuid":
+				n = 4 + rng.IntN(5)
+			}
+			for k := n; k > 0; k-- {
 				b.WriteString(pieces[rng.IntN(len(pieces))])
 			}
 			in := b.String()
+			if typ == "uuid" {
+				switch rng.IntN(3) {
+				case 0:
+					in = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"[:rng.IntN(37)] + pieces[rng.IntN(len(pieces))]
+				case 1: // 32 hex digits with hyphens after random groups of four
+					var u strings.Builder
+					for g := 0; g < 8; g++ {
+						u.WriteString("a0Eb")
+						if g < 7 && rng.IntN(3) == 0 {
+							u.WriteString("-")
+						}
+					}
+					in = u.String()
+					if rng.IntN(3) == 0 {
+						in = "{" + in + "}"
+					}
+					if rng.IntN(4) == 0 {
+						in = pieces[rng.IntN(len(pieces))] + in
+					}
+				}
+			}
 			var want string
 			pgErr := conn.QueryRow(ctx, fmt.Sprintf("SELECT $1::%s::text", typ), in).Scan(&want)
+			if typ == "bool" && pgErr == nil {
+				want = want[:1] // the cast to text says true/false; the output function t/f
+			}
 			v, err := DecodeOID(oid, TextValue(in), nil)
 			switch {
 			case pgErr != nil && err == nil:
