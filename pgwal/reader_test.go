@@ -216,3 +216,24 @@ func TestStartLSNResumesAfterIt(t *testing.T) {
 		t.Fatalf("row %s, want (3)", got)
 	}
 }
+
+func TestBinaryMode(t *testing.T) {
+	db := pgtest.NewDB(t)
+	conn := connect(t, db.DSN)
+	exec(t, conn, `CREATE TABLE t (id int PRIMARY KEY, s text)`)
+	cfg := testConfig(t, db.DSN)
+	cfg.Binary = true
+	r := openReader(t, cfg)
+	exec(t, conn, `INSERT INTO t VALUES (258, 'hi')`)
+	ins := userChanges(nextTxn(t, r, 30*time.Second).Changes)
+	if len(ins) != 1 {
+		t.Fatalf("got %d changes, want 1", len(ins))
+	}
+	id, s := ins[0].New[0], ins[0].New[1]
+	if id.Kind != change.Binary || string(id.Data) != "\x00\x00\x01\x02" {
+		t.Errorf("id = %v %x, want binary 00000102", id.Kind, id.Data)
+	}
+	if s.Kind != change.Binary || string(s.Data) != "hi" {
+		t.Errorf("s = %v %q, want binary \"hi\"", s.Kind, s.Data)
+	}
+}
