@@ -718,9 +718,6 @@ func (c *compiler) joinOn(s int, quals *pg.Node) error {
 		if mf == famText && (!mc.Collation.Deterministic && mc.Collation.OID != 0 || !oc.Collation.Deterministic && oc.Collation.OID != 0) {
 			return refusalAt(a.Location, CodeCollation, "joining on text under a nondeterministic collation is not supported")
 		}
-		if c.sources[ls].Nullable {
-			c.sources[s].Nullable = true
-		}
 		c.sources[s].On = append(c.sources[s].On, JoinKey{})
 		c.pendingJoins = append(c.pendingJoins, pendingJoinKey{src: s, k: len(c.sources[s].On) - 1, mine: mine, other: other})
 	}

@@ -57,6 +57,7 @@ func TestJoinDifferential(t *testing.T) {
 		"jc LEFT JOIN jp ON jp.id = jc.pid JOIN jg ON jg.a = jc.id",
 		"jp JOIN jc ON jc.pid = jp.id LEFT JOIN jg ON jg.a = jc.id AND jg.b = jc.y",
 		"jc c1 LEFT JOIN jc c2 ON c2.id = c1.pid",
+		"jp LEFT JOIN jc ON jc.pid = jp.id JOIN jg ON jg.a = jc.id AND jg.b = jp.k",
 	}
 	preds := []string{"jp.x > 3", "jc.y IS NULL", "jc.t = 'a' OR jc.t IS NULL", "jg.z >= 5", "jg.z IS NULL", "jp.k IN (1, 2)",
 		"NOT (jc.y < 5)", "jg.a IS NOT NULL", "jp.x = jc.y", "jc.t LIKE 'a%'", "jp.x BETWEEN 2 AND 6", "jc.y <> 3"}

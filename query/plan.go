@@ -170,7 +170,9 @@ type Source struct {
 	Join JoinKind
 	On   []JoinKey
 	// Nullable is set when this source can be null-extended in a result
-	// row: it is LEFT JOINed, or joined (by any kind) to a source that is.
+	// row: it is LEFT JOINed. (An INNER JOIN on a column of a nullable
+	// source drops the rows where that source is null-extended, since NULL
+	// equals nothing.)
 	Nullable bool
 	// Star is set when the output lists this source's columns through *
 	// or alias.*: a column added to the table changes the result's shape
