@@ -14,7 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Soak settings: go test ./query -run EvalDifferential -query.diffn 100000 -query.seed 5
+// Soak settings: go test ./query -run Differential -query.diffn 100000 -query.seed 5
+// (the seed applies to the evaluation, order and join differential tests).
 var (
 	diffN    = flag.Int("query.diffn", 0, "predicates the evaluation differential test draws (0: 1,500)")
 	diffSeed = flag.Int64("query.seed", 0, "seed of the evaluation differential test (0: the fixed one)")
@@ -403,7 +404,10 @@ func fmtRow(r Row) string {
 // server's dense_rank over the same ORDER BY must be exactly the tie groups
 // of Compare, in the same order.
 func TestOrderDifferential(t *testing.T) {
-	const seed = 7
+	seed := int64(7)
+	if *diffSeed != 0 {
+		seed = *diffSeed
+	}
 	rng := rand.New(rand.NewSource(seed))
 	conn, cat := setupDiff(t, rng, 200)
 	opts := DefaultOptions()

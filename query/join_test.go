@@ -16,7 +16,10 @@ import (
 // and compares the kept rows' keys with PostgreSQL's answer to the same
 // query. Kept rows must also satisfy every source's constraints.
 func TestJoinDifferential(t *testing.T) {
-	const seed = 42
+	seed := int64(42)
+	if *diffSeed != 0 {
+		seed = *diffSeed
+	}
 	rng := rand.New(rand.NewSource(seed))
 	conn, cat := testDB(t)
 	ctx := context.Background()
