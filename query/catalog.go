@@ -103,7 +103,10 @@ type PGCatalog struct {
 
 var _ Catalog = (*PGCatalog)(nil)
 
-// NewPGCatalog returns a catalog reading through db.
+// NewPGCatalog returns a catalog reading through db. Table may be called
+// from many goroutines: give it a *pgxpool.Pool then (a *pgx.Conn serves
+// one caller at a time). Views, foreign tables and other relations that are
+// not tables read as missing (ErrNoTable).
 func NewPGCatalog(db Querier) *PGCatalog {
 	return &PGCatalog{db: db, tables: make(map[[2]string]*Table)}
 }
