@@ -493,18 +493,26 @@ func (c *conn) writeLoop() {
 			}
 		case <-c.q.ready:
 			items, _ = c.q.take(items)
+			// One deadline per 64 frames rather than a timer per frame.
+			ctx, cancel := context.WithTimeout(c.ctx, cfg.WriteTimeout)
 			for i := range items {
 				b := items[i].frame
 				if t := items[i].touch; t != nil {
 					scratch = t.encode(scratch[:0])
 					b = scratch
 				}
-				if c.write(b) != nil {
+				if i > 0 && i%64 == 0 {
+					cancel()
+					ctx, cancel = context.WithTimeout(c.ctx, cfg.WriteTimeout)
+				}
+				if c.ws.Write(ctx, websocket.MessageText, b) != nil {
+					cancel()
 					c.cancelLoops()
 					return
 				}
 				items[i] = item{}
 			}
+			cancel()
 		}
 	}
 }

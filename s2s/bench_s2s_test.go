@@ -1,0 +1,216 @@
+package s2s_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/freshetdb/freshet/internal/pgtest"
+	"github.com/jackc/pgx/v5"
+)
+
+// TestBenchS2S measures commit-to-frame latency and fan-out against a
+// `freshet serve` subprocess; this test process is the client. It runs only
+// with FRESHET_S2S_BENCH=1 (docs/benchmarks.md, section s2s):
+//
+//	FRESHET_S2S_BENCH=1 go test ./s2s -run TestBenchS2S -v -timeout 20m
+func TestBenchS2S(t *testing.T) {
+	if os.Getenv("FRESHET_S2S_BENCH") == "" {
+		t.Skip("set FRESHET_S2S_BENCH=1 to run the s2s benchmark")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "freshet")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/freshet").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE TABLE hot (id int PRIMARY KEY, ts bigint NOT NULL, pad text); INSERT INTO hot VALUES (1, 0, 'x')"); err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	srv := exec.Command(bin, "serve", "--dsn", db.DSN, "--listen", addr, "--slot", "bench", "--publication", "bench", "--log-level", "warn")
+	var stderr bytes.Buffer
+	srv.Stderr = &stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+
+	type sock struct {
+		ws   *websocket.Conn
+		lat  []int64 // µs
+		rows atomic.Int64
+	}
+	open := func(n int) []*sock {
+		socks := make([]*sock, n)
+		for i := range socks {
+			var ws *websocket.Conn
+			for try := 0; ; try++ {
+				dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				ws, _, err = websocket.Dial(dctx, "ws://"+addr+"/s2s/v1", nil)
+				cancel()
+				if err == nil {
+					break
+				}
+				if try > 200 {
+					t.Fatalf("dial: %v\n%s", err, stderr.String())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			ws.Write(ctx, websocket.MessageText, []byte(`{"type":"subscribe","id":"h","sql":"SELECT id, ts FROM hot WHERE id = 1","mode":"rows"}`))
+			socks[i] = &sock{ws: ws}
+		}
+		return socks
+	}
+	// read runs each socket's reader: it records, for every delta, the
+	// time from the writer's timestamp in the row to the frame's arrival.
+	read := func(socks []*sock, accepted *sync.WaitGroup, wg *sync.WaitGroup) {
+		for _, s := range socks {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				acc := false
+				for {
+					_, b, err := s.ws.Read(ctx)
+					if err != nil {
+						return
+					}
+					now := time.Now().UnixMicro()
+					var f struct {
+						Type   string `json:"type"`
+						Upsert []struct {
+							Values []*string `json:"values"`
+						} `json:"upsert"`
+					}
+					json.Unmarshal(b, &f)
+					switch f.Type {
+					case "accepted":
+						if !acc {
+							acc = true
+							accepted.Done()
+						}
+					case "delta":
+						for _, u := range f.Upsert {
+							s.rows.Add(1)
+							if ts, err := strconv.ParseInt(*u.Values[1], 10, 64); err == nil && ts > 0 {
+								s.lat = append(s.lat, now-ts)
+							}
+						}
+					}
+				}
+			}()
+		}
+	}
+	// cpu returns the CPU seconds used so far by the server and by this
+	// (client) process.
+	cpu := func() (server, client float64) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", srv.Process.Pid))
+		if i := bytes.LastIndexByte(b, ')'); i > 0 {
+			f := bytes.Fields(b[i+2:])
+			u, _ := strconv.ParseFloat(string(f[11]), 64)
+			s, _ := strconv.ParseFloat(string(f[12]), 64)
+			server = (u + s) / 100 // clock ticks (USER_HZ 100)
+		}
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		client = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+		return
+	}
+	pct := func(all []int64, p float64) float64 {
+		if len(all) == 0 {
+			return 0
+		}
+		return float64(all[int(float64(len(all)-1)*p)]) / 1000
+	}
+	for _, n := range []int{1, 100, 1000} {
+		socks := open(n)
+		var accepted, wg sync.WaitGroup
+		accepted.Add(n)
+		read(socks, &accepted, &wg)
+		accepted.Wait()
+		// Latency: a steady 100 transactions per second for 5 s.
+		s0, c0 := cpu()
+		tick := time.NewTicker(10 * time.Millisecond)
+		end := time.Now().Add(5 * time.Second)
+		txns := 0
+		for time.Now().Before(end) {
+			<-tick.C
+			if _, err := conn.Exec(ctx, "UPDATE hot SET ts = $1 WHERE id = 1", time.Now().UnixMicro()); err != nil {
+				t.Fatal(err)
+			}
+			txns++
+		}
+		tick.Stop()
+		time.Sleep(time.Second)
+		var all []int64
+		for _, s := range socks {
+			all = append(all, s.lat...)
+			s.lat = s.lat[:0]
+		}
+		slices.Sort(all)
+		s1, c1 := cpu()
+		t.Logf("latency sockets=%d txns=%d frames=%d p50=%.2fms p99=%.2fms max=%.2fms (CPU s: server %.1f, client %.1f)",
+			n, txns, len(all), pct(all, 0.5), pct(all, 0.99), pct(all, 1), s1-s0, c1-c0)
+		if n == 1000 {
+			// Fan-out: the writer commits as fast as one connection can
+			// for 5 s; count the rows delivered to all sockets.
+			for _, s := range socks {
+				s.rows.Store(0)
+			}
+			s0, c0 := cpu()
+			start := time.Now()
+			txns = 0
+			for time.Since(start) < 5*time.Second {
+				if _, err := conn.Exec(ctx, "UPDATE hot SET ts = $1 WHERE id = 1", time.Now().UnixMicro()); err != nil {
+					t.Fatal(err)
+				}
+				txns++
+			}
+			wrote := time.Since(start)
+			// Wait until deliveries stop growing.
+			var total, last int64 = 0, -1
+			for total != last {
+				last = total
+				time.Sleep(500 * time.Millisecond)
+				total = 0
+				for _, s := range socks {
+					total += s.rows.Load()
+				}
+			}
+			elapsed := time.Since(start) - time.Second // the last two polls saw no growth
+			var lat []int64
+			for _, s := range socks {
+				lat = append(lat, s.lat...)
+			}
+			slices.Sort(lat)
+			s1, c1 := cpu()
+			t.Logf("fan-out sockets=1000 txns=%d (%.0f/s) rows delivered=%d in %.1fs = %.0f rows/s; latency p50=%.2fms p99=%.2fms (CPU s: server %.1f, client %.1f)",
+				txns, float64(txns)/wrote.Seconds(), total, elapsed.Seconds(), float64(total)/elapsed.Seconds(), pct(lat, 0.5), pct(lat, 0.99), s1-s0, c1-c0)
+		}
+		for _, s := range socks {
+			s.ws.Close(websocket.StatusNormalClosure, "")
+		}
+		wg.Wait()
+	}
+}
