@@ -131,10 +131,15 @@ func (c *conn) teardown() {
 }
 
 func (c *conn) unsubscribeEngine(id engine.SubID) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// A busy engine may take a while; giving up would leave the view
+	// alive in the engine for nobody, so wait long, and say so once a
+	// minute if it fails.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := c.s.cfg.Engine.Unsubscribe(ctx, id); err != nil && c.s.ctx.Err() == nil {
-		c.s.log.Warn("s2s: unsubscribe", "err", err)
+		if held, ok := c.s.limiter.allow("unsubscribe_failed"); ok {
+			c.s.log.Warn("s2s: unsubscribe failed; the engine keeps the subscription until it stops", "err", err, "held_back", held)
+		}
 	}
 }
 
