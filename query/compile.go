@@ -87,6 +87,14 @@ func (c *compiler) parse() error {
 	if c.opts.MaxSQLLength > 0 && len(c.sql) > c.opts.MaxSQLLength {
 		return refuse(CodeTooLong, "the SQL text is %d bytes, more than the limit of %d (MaxSQLLength)", len(c.sql), c.opts.MaxSQLLength)
 	}
+	if alt, in, ok := prescreen(c.sql); ok {
+		if c.opts.MaxAlternatives > 0 && alt > int64(c.opts.MaxAlternatives) {
+			return refuse(CodeTooComplex, "the WHERE clause has more than %d alternatives in disjunctive normal form (MaxAlternatives)", c.opts.MaxAlternatives)
+		}
+		if c.opts.MaxInValues > 0 && in > int64(c.opts.MaxInValues) {
+			return refuse(CodeTooManyInValues, "the query lists more than %d IN/NOT IN values (MaxInValues)", c.opts.MaxInValues)
+		}
+	}
 	tree, err := pg.Parse(c.sql)
 	if err != nil {
 		return refuse(CodeSyntax, "PostgreSQL cannot parse the query: %v", err)

@@ -76,6 +76,17 @@ func FuzzCompile(f *testing.F) {
 			}
 			return
 		}
+		// The lexical prescreen's bounds never exceed the parse tree's
+		// counts (else it would refuse queries the limits allow).
+		if alt, in, ok := prescreen(sql); ok && p.stmt.sel.WhereClause != nil {
+			w := p.stmt.sel.WhereClause
+			if real := alternatives(w, false, 1<<40); alt > real {
+				t.Fatalf("prescreen counts %d alternatives in %q, the tree %d", alt, sql, real)
+			}
+			if real := inValues(w, 1<<40); in > real {
+				t.Fatalf("prescreen counts %d IN values in %q, the tree %d", in, sql, real)
+			}
+		}
 		_ = p.Render(RenderOptions{})
 		_ = p.Render(RenderOptions{Columns: SelectNeeded, Window: true, Margin: 3})
 		row := make(Row, len(p.Sources))
