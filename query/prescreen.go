@@ -179,12 +179,14 @@ func (l *lexer) next() (string, tokKind, bool) {
 				return "", tokOther, true
 			}
 			return word, tokWord, true
-		case c == '(':
+		case c == '(' || c == '[':
+			// Brackets nest like parentheses: an OR inside ARRAY[...]
+			// or a subscript is not a branch of the WHERE clause.
 			l.i++
-			return "(", tokOpen, true
-		case c == ')':
+			return string(c), tokOpen, true
+		case c == ')' || c == ']':
 			l.i++
-			return ")", tokClose, true
+			return string(c), tokClose, true
 		case c == ',':
 			l.i++
 			return ",", tokComma, true
