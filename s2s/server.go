@@ -297,6 +297,19 @@ func (s *Server) lag(now time.Time) (int64, *change.Heartbeat) {
 // every connection a close frame (1001, going away) and waits for the
 // connections to finish or ctx to end.
 func (s *Server) Shutdown(ctx context.Context) error {
+	return s.closeAll(ctx, websocket.StatusGoingAway, "server is shutting down")
+}
+
+// StreamLost is Shutdown for a server whose engine stopped: connections
+// are closed with 4001 (wire.CloseStreamLost) and reason.
+func (s *Server) StreamLost(ctx context.Context, reason string) error {
+	if len(reason) > 100 {
+		reason = reason[:100] // a close frame's reason is at most 123 bytes
+	}
+	return s.closeAll(ctx, wire.CloseStreamLost, reason)
+}
+
+func (s *Server) closeAll(ctx context.Context, code websocket.StatusCode, reason string) error {
 	s.mu.Lock()
 	s.closing = true
 	conns := make([]*conn, 0, len(s.conns))
@@ -305,7 +318,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	for _, c := range conns {
-		go c.fail(websocket.StatusGoingAway, "server is shutting down")
+		go c.fail(code, reason)
 	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
