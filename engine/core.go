@@ -207,12 +207,14 @@ func (c *Core) Unsubscribe(sub SubID) { c.st.unsubscribe(sub) }
 // commit order; the outputs of a transaction are produced when its Last
 // fragment is applied. The core keeps t and the values in it (it must not
 // be modified afterwards). A transaction whose CommitLSN is not beyond the
-// core's position is a duplicate and ignored.
+// last one applied is a duplicate and ignored (Advance does not count).
 func (c *Core) Apply(t *change.Txn) { c.st.apply(t) }
 
-// Advance tells the core the stream has passed lsn with no transaction
-// before it left undelivered (a keepalive or heartbeat position). Reads
-// waiting for the stream to pass their snapshot may land.
+// Advance tells the core the stream has passed lsn: every transaction
+// with a commit LSN below lsn has been applied (a heartbeat's position, or
+// a keepalive's once everything before it was delivered; not the server's
+// WAL end while decoding lags). Reads waiting for the stream to pass their
+// snapshot may land.
 func (c *Core) Advance(lsn change.LSN) { c.st.advance(lsn) }
 
 // ReadDone delivers the result of the read id: the snapshot it ran in and

@@ -12,8 +12,11 @@ import (
 // state is the Core's state.
 type state struct {
 	opts CoreOptions
-	pos  change.LSN
+	pos  change.LSN // last commit applied or Advance position
 	out  Ready
+	// applied is the commit LSN of the last transaction applied: a
+	// transaction at or below it is a duplicate.
+	applied change.LSN
 
 	views  map[string]*view // by plan.Key
 	subs   map[SubID]*sub
@@ -315,7 +318,7 @@ func (s *state) advance(lsn change.LSN) {
 // apply applies one fragment of a transaction.
 func (s *state) apply(t *change.Txn) {
 	if t.Fragment == 0 || !s.inTxn {
-		if t.CommitLSN != 0 && t.CommitLSN <= s.pos {
+		if t.CommitLSN != 0 && t.CommitLSN <= s.applied {
 			return // a duplicate after a reconnect
 		}
 		s.inTxn = true
@@ -543,6 +546,7 @@ func (s *state) finish(lsn change.LSN) {
 	clear(s.ov)
 	s.ovList = s.ovList[:0]
 	s.pos = max(s.pos, lsn)
+	s.applied = max(s.applied, lsn)
 	if s.cur != nil && s.logging() {
 		s.log = append(s.log, s.cur)
 	}
