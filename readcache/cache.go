@@ -1,0 +1,420 @@
+package readcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/freshetdb/freshet/wire"
+	"github.com/maypok86/otter/v2"
+)
+
+// Entry states.
+const (
+	statePending int32 = iota // subscribe sent, no verdict yet
+	stateLive                 // result held and kept fresh
+	stateRefused              // the engine refused it: read PostgreSQL until it expires
+	stateStale                // its socket dropped: resubscribing
+	stateDead                 // evicted or ended: never used again
+)
+
+// entry is one key's place in the cache.
+type entry struct {
+	key    string
+	sql    string
+	params []wire.Param
+	sock   *socket
+	born   time.Time
+
+	state   atomic.Int32
+	res     atomic.Pointer[Result]
+	verdict chan struct{} // closed at the first verdict, or when the entry dies
+	once    sync.Once
+	sentAt  atomic.Int64 // unix nanos of the first subscribe
+	keepFor atomic.Int64 // refused entries: how long to remember
+
+	// guarded by sock.mu
+	id string // current subscription id on sock ("" when none)
+	// refusal is set before state turns refused.
+	refusal atomic.Pointer[wire.Refused]
+}
+
+func (e *entry) decide() { e.once.Do(func() { close(e.verdict) }) }
+
+func (e *entry) weight() uint32 {
+	n := int64(len(e.key)) + 256
+	if r := e.res.Load(); r != nil {
+		n += r.size
+	}
+	if n > 1<<31 {
+		n = 1 << 31
+	}
+	return uint32(n)
+}
+
+// Identity names the database a cache serves: the cluster's
+// system_identifier and the database's name.
+type Identity struct {
+	SystemIdentifier string
+	Database         string
+}
+
+// ErrMismatch is wrapped by Cache.Err when the engine follows another
+// database than the one the reads go to.
+var ErrMismatch = errors.New("freshet follows another database")
+
+// Cache serves reads from Freshet: it holds the subscriptions of the
+// queries a process reads and their results, kept fresh by the engine. It
+// is safe for concurrent use. The database/sql driver (readcache/stdlib)
+// and the pgx wrapper (readcache/pgxcache) are built on it.
+type Cache struct {
+	cfg   Config
+	log   *slog.Logger
+	url   string
+	seed  maphash.Seed
+	socks []*socket
+
+	entries *otter.Cache[string, *entry]
+	subN    atomic.Int64
+	idN     atomic.Uint64
+	n       counters
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	ident     *Identity // the database reads go to, once checked
+	checkAt   time.Time // last identity check started
+	checking  bool
+	disabled  error // set once: the engine follows another database
+	identDone chan struct{}
+}
+
+// Open starts a cache for cfg. With no URL it returns a cache that sends
+// every read to PostgreSQL. Sockets connect in the background; until one
+// is up and the database identity is checked (Verify), reads go to
+// PostgreSQL.
+func Open(cfg Config) (*Cache, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Cache{cfg: cfg, log: cfg.Logger, seed: maphash.MakeSeed(), identDone: make(chan struct{})}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if cfg.URL == "" {
+		return c, nil
+	}
+	c.url, _ = endpoint(cfg.URL)
+	c.entries = otter.Must(&otter.Options[string, *entry]{
+		MaximumWeight:    uint64(cfg.MaxBytes),
+		Weigher:          func(_ string, e *entry) uint32 { return e.weight() },
+		ExpiryCalculator: expiry{c},
+		OnDeletion:       c.onDeletion,
+	})
+	for i := 0; i < cfg.Sockets; i++ {
+		s := newSocket(c, i)
+		c.socks = append(c.socks, s)
+		c.wg.Add(1)
+		go func() { defer c.wg.Done(); s.run() }()
+	}
+	return c, nil
+}
+
+// Close stops every socket and drops every entry.
+func (c *Cache) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	if c.entries != nil {
+		c.entries.InvalidateAll()
+		c.entries.StopAllGoroutines()
+	}
+	return nil
+}
+
+// Enabled reports whether the cache may serve reads at all: it has a URL
+// and the engine was not found following another database.
+func (c *Cache) Enabled() bool {
+	if c.entries == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.disabled == nil
+}
+
+// Err returns why the cache is not serving reads, or nil: the engine
+// follows another database (wraps ErrMismatch), or the last failure to
+// connect to it (wrong token, 503, bad URL) while no socket is up.
+func (c *Cache) Err() error {
+	c.mu.Lock()
+	dis := c.disabled
+	c.mu.Unlock()
+	if dis != nil {
+		return dis
+	}
+	for _, s := range c.socks {
+		if s.usable() {
+			return nil
+		}
+	}
+	return c.LastConnectError()
+}
+
+// LastConnectError returns why the last connection attempt failed (nil
+// when the last attempt of every socket succeeded).
+func (c *Cache) LastConnectError() error {
+	var last error
+	var at time.Time
+	for _, s := range c.socks {
+		s.mu.Lock()
+		if s.lastErr != nil && s.lastErrAt.After(at) {
+			last, at = s.lastErr, s.lastErrAt
+		}
+		s.mu.Unlock()
+	}
+	return last
+}
+
+// NeedsIdentity reports whether Verify should be called: the database the
+// reads go to has not been checked yet. It rate-limits checks to one a
+// second, so a failing check is retried without flooding PostgreSQL; when
+// it returns true the caller must call Verify (with the error if the check
+// failed).
+func (c *Cache) NeedsIdentity() bool {
+	if c.entries == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ident != nil || c.disabled != nil || c.checking || time.Since(c.checkAt) < time.Second {
+		return false
+	}
+	c.checking, c.checkAt = true, time.Now()
+	return true
+}
+
+// IdentityQuery is the query Verify's caller runs on the connection the
+// reads go to.
+const IdentityQuery = "SELECT system_identifier::text, current_database()::text FROM pg_control_system()"
+
+// Verify records the identity of the database the reads go to, as read by
+// IdentityQuery on the reads' own connection. A failed check (err != nil)
+// is retried later and never counts as a match.
+func (c *Cache) Verify(id Identity, err error) {
+	c.mu.Lock()
+	c.checking = false
+	if err != nil || id.SystemIdentifier == "" {
+		c.mu.Unlock()
+		c.log.Warn("freshet read cache: could not check which database the reads go to; retrying", "err", err)
+		return
+	}
+	if c.ident != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.ident = &id
+	close(c.identDone)
+	c.mu.Unlock()
+	for _, s := range c.socks {
+		s.identityKnown()
+	}
+}
+
+// check compares a hello with the identity; ok is false when unknown yet.
+func (c *Cache) check(h *wire.Hello) (known bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.disabled != nil {
+		return true, c.disabled
+	}
+	if c.ident == nil {
+		return false, nil
+	}
+	if h.SystemIdentifier != c.ident.SystemIdentifier || h.Database != c.ident.Database {
+		c.disabled = fmt.Errorf("%w: it streams database %q of cluster %s, the reads go to database %q of cluster %s; "+
+			"point FRESHET_URL at the freshet serving this database: every read goes to PostgreSQL",
+			ErrMismatch, h.Database, h.SystemIdentifier, c.ident.Database, c.ident.SystemIdentifier)
+		c.log.Error("freshet read cache disabled", "err", c.disabled)
+		return true, c.disabled
+	}
+	return true, nil
+}
+
+func (c *Cache) sockFor(key string) *socket {
+	return c.socks[maphash.String(c.seed, key)%uint64(len(c.socks))]
+}
+
+// Bypass counts a read sent to PostgreSQL for reason r by the caller
+// (route flags, transactions, writes: decisions the adapters make).
+func (c *Cache) Bypass(r Reason) Reason {
+	if r > ReasonNone && r < reasonN {
+		c.n.pg[r].Add(1)
+	}
+	return r
+}
+
+// Read returns the cached result of sql with params, subscribing on a
+// miss and waiting up to VerdictTimeout for the engine's first answer, or
+// the reason the read must go to PostgreSQL (counted in Stats). Callers
+// decide routing, transactions and writes first (see Bypass).
+func (c *Cache) Read(ctx context.Context, sql string, params []wire.Param) (*Result, Reason) {
+	if c.entries == nil || c.disabledNow() {
+		return nil, c.Bypass(ReasonDisabled)
+	}
+	key := Key(sql, params)
+	if e, ok := c.entries.GetIfPresent(key); ok {
+		switch e.state.Load() {
+		case stateLive:
+			if !e.sock.fresh() {
+				return nil, c.Bypass(e.sock.why())
+			}
+			c.n.hits.Add(1)
+			return e.res.Load(), ReasonNone
+		case stateRefused:
+			return nil, c.Bypass(ReasonRefused)
+		case stateStale:
+			return nil, c.Bypass(ReasonDisconnected)
+		case stateDead:
+			return nil, c.Bypass(ReasonEvicted)
+		}
+		return c.wait(ctx, e)
+	}
+	s := c.sockFor(key)
+	if !s.fresh() {
+		return nil, c.Bypass(s.why())
+	}
+	if c.subN.Load() >= int64(c.cfg.MaxSubscriptions) {
+		return nil, c.Bypass(ReasonLimit)
+	}
+	e := &entry{key: key, sql: sql, params: params, sock: s, born: time.Now(), verdict: make(chan struct{})}
+	if got, added := c.entries.SetIfAbsent(key, e); !added {
+		return c.wait(ctx, got)
+	}
+	c.subN.Add(1)
+	e.sentAt.Store(time.Now().UnixNano())
+	s.subscribe(e)
+	return c.wait(ctx, e)
+}
+
+func (c *Cache) disabledNow() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.disabled != nil
+}
+
+// wait waits for e's verdict.
+func (c *Cache) wait(ctx context.Context, e *entry) (*Result, Reason) {
+	left := time.Until(time.Unix(0, e.sentAt.Load()).Add(c.cfg.VerdictTimeout))
+	if left <= 0 {
+		return nil, c.Bypass(ReasonTimeout)
+	}
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-e.verdict:
+	case <-t.C:
+		return nil, c.Bypass(ReasonTimeout)
+	case <-ctx.Done():
+		return nil, c.Bypass(ReasonTimeout)
+	}
+	switch e.state.Load() {
+	case stateLive:
+		if !e.sock.fresh() {
+			return nil, c.Bypass(e.sock.why())
+		}
+		c.n.misses.Add(1)
+		return e.res.Load(), ReasonNone
+	case stateRefused:
+		return nil, c.Bypass(ReasonRefused)
+	case stateStale:
+		return nil, c.Bypass(ReasonDisconnected)
+	}
+	return nil, c.Bypass(ReasonEvicted)
+}
+
+// onDeletion runs after otter removed an entry: unless it was merely
+// replaced by itself (a weight update), the entry dies and its
+// subscription ends.
+func (c *Cache) onDeletion(ev otter.DeletionEvent[string, *entry]) {
+	if ev.Cause == otter.CauseReplacement {
+		return
+	}
+	e := ev.Value
+	old := e.state.Swap(stateDead)
+	if old == stateDead {
+		return
+	}
+	if old != stateRefused {
+		c.subN.Add(-1)
+	}
+	e.decide()
+	e.sock.drop(e)
+}
+
+// reweigh tells otter e's size changed, if e is still the key's entry (an
+// evicted entry is never put back).
+func (c *Cache) reweigh(e *entry) {
+	c.entries.ComputeIfPresent(e.key, func(old *entry) (*entry, otter.ComputeOp) {
+		if old != e {
+			return old, otter.CancelOp
+		}
+		return e, otter.WriteOp
+	})
+}
+
+// forget removes e from the cache (when it is still the key's entry).
+func (c *Cache) forget(e *entry) {
+	c.entries.ComputeIfPresent(e.key, func(old *entry) (*entry, otter.ComputeOp) {
+		if old != e {
+			return old, otter.CancelOp
+		}
+		return nil, otter.InvalidateOp
+	})
+}
+
+func (c *Cache) nextID() string { return "r" + strconv.FormatUint(c.idN.Add(1), 36) }
+
+// expiry: live and pending entries expire after IdleTimeout without a read
+// and at TTL after they were made; refused ones after keepFor.
+type expiry struct{ c *Cache }
+
+func (x expiry) live(e *entry) time.Duration {
+	if e.state.Load() == stateRefused {
+		if d := time.Duration(e.keepFor.Load()); d > 0 {
+			return d
+		}
+	}
+	d := x.c.cfg.IdleTimeout
+	if rest := x.c.cfg.TTL - time.Since(e.born); rest < d {
+		d = rest
+	}
+	if d <= 0 {
+		d = time.Nanosecond
+	}
+	return d
+}
+
+func (x expiry) ExpireAfterCreate(en otter.Entry[string, *entry]) time.Duration {
+	return x.live(en.Value)
+}
+func (x expiry) ExpireAfterUpdate(en otter.Entry[string, *entry], _ *entry) time.Duration {
+	if en.Value.state.Load() == stateRefused {
+		return x.live(en.Value)
+	}
+	return en.ExpiresAfter()
+}
+func (x expiry) ExpireAfterRead(en otter.Entry[string, *entry]) time.Duration {
+	if en.Value.state.Load() == stateRefused {
+		return en.ExpiresAfter()
+	}
+	return x.live(en.Value)
+}
