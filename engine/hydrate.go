@@ -163,28 +163,37 @@ func (h *reader) read(ctx context.Context, req ReadRequest, m mark) (Snapshot, [
 	pc := conn.Conn().PgConn()
 
 	var snap Snapshot
+	var waiting error // why the last snapshot was not good enough
 	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
 		snap, err = beginSnapshot(ctx, pc)
-		if err != nil {
-			return Snapshot{}, nil, false, err
-		}
-		xid, behind, found := h.log.missing(m, snap)
-		if !found {
-			break
-		}
-		if err := pc.Exec(ctx, "ROLLBACK").Close(); err != nil {
-			return Snapshot{}, nil, false, fmt.Errorf("roll back read transaction: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			if behind {
-				return Snapshot{}, nil, false, fmt.Errorf("%w: the read database has replayed to %s, the stream is at %s (is the DSN a lagging replica?): %w",
-					ErrSnapshotBehind, snap.LSN, m.pos, ctx.Err())
+		if err == nil {
+			xid, behind, found := h.log.missing(m, snap)
+			if !found {
+				break
 			}
-			return Snapshot{}, nil, false, fmt.Errorf("%w: transaction %d is committed in the stream but not visible to snapshot %s: %w",
-				ErrSnapshotBehind, xid, snap, ctx.Err())
-		case <-time.After(wait):
+			if behind {
+				waiting = fmt.Errorf("%w: the read database has replayed to %s, the stream is at %s (is the DSN a lagging replica?)",
+					ErrSnapshotBehind, snap.LSN, m.pos)
+			} else {
+				waiting = fmt.Errorf("%w: transaction %d is committed in the stream but not visible to snapshot %s",
+					ErrSnapshotBehind, xid, snap)
+			}
+			err = pc.Exec(ctx, "ROLLBACK").Close()
+			if err == nil {
+				select {
+				case <-ctx.Done():
+					err = ctx.Err()
+				case <-time.After(wait):
+					continue
+				}
+			}
 		}
+		if waiting != nil && ctx.Err() != nil {
+			// The deadline passed while waiting for a good snapshot: say
+			// so rather than which step it interrupted.
+			return Snapshot{}, nil, false, fmt.Errorf("%w: %w", waiting, ctx.Err())
+		}
+		return Snapshot{}, nil, false, err
 	}
 
 	rows, complete, err := h.rows(ctx, conn, req)
