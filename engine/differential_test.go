@@ -467,6 +467,13 @@ func (g *dgen) write() string {
 	if g.rng.IntN(4) == 0 {
 		return "TRUNCATE " + tb.name
 	}
+	if g.rng.IntN(3) == 0 {
+		// Hundreds of changes to a few rows: a transaction the reader
+		// splits into fragments (newRig sets 64 changes a fragment),
+		// whose net effect is one delta.
+		return fmt.Sprintf("DO $$ BEGIN FOR i IN 1..300 LOOP UPDATE %s SET r = i %% 13 WHERE k IN (%s, %s); END LOOP; END $$",
+			tb.name, g.pick(k.values), g.pick(k.values))
+	}
 	return fmt.Sprintf("UPDATE %s SET r = r WHERE %s", tb.name, keyPred())
 }
 

@@ -74,6 +74,8 @@ func newRig(t testing.TB, setup string, cfg Config) *rig {
 	rcfg.HeartbeatInterval = 50 * time.Millisecond
 	rcfg.StatusInterval = 200 * time.Millisecond
 	rcfg.Logger = quietLogger()
+	// Small fragments, so that ordinary test transactions span several.
+	rcfg.Decoder.FragmentChanges = 64
 	rd, err := pgwal.Open(ctx, rcfg)
 	if err != nil {
 		t.Fatalf("open reader: %v", err)
