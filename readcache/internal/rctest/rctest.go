@@ -177,3 +177,17 @@ func Ctx(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// Freeze stops the server (SIGSTOP); Thaw resumes it.
+func (s *Server) Freeze() { s.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen server (SIGCONT).
+func (s *Server) Thaw() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		s.cmd.Process.Signal(sig)
+	}
+}
