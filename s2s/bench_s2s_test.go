@@ -24,7 +24,8 @@ import (
 
 // TestBenchS2S measures commit-to-frame latency and fan-out against a
 // `freshet serve` subprocess; this test process is the client. It runs only
-// with FRESHET_S2S_BENCH=1 (docs/benchmarks.md, section s2s):
+// with FRESHET_S2S_BENCH=1 (docs/benchmarks.md, section s2s);
+// FRESHET_S2S_BENCH_SERVER_GOMAXPROCS sets the server's GOMAXPROCS:
 //
 //	FRESHET_S2S_BENCH=1 go test ./s2s -run TestBenchS2S -v -timeout 20m
 func TestBenchS2S(t *testing.T) {
@@ -50,6 +51,9 @@ func TestBenchS2S(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	srv := exec.Command(bin, "serve", "--dsn", db.DSN, "--listen", addr, "--slot", "bench", "--publication", "bench", "--log-level", "warn")
+	if p := os.Getenv("FRESHET_S2S_BENCH_SERVER_GOMAXPROCS"); p != "" {
+		srv.Env = append(os.Environ(), "GOMAXPROCS="+p)
+	}
 	var stderr bytes.Buffer
 	srv.Stderr = &stderr
 	if err := srv.Start(); err != nil {
