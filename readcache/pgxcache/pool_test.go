@@ -1,0 +1,244 @@
+package pgxcache_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/freshetdb/freshet/internal/pgtest"
+	"github.com/freshetdb/freshet/readcache"
+	"github.com/freshetdb/freshet/readcache/internal/rctest"
+	"github.com/freshetdb/freshet/readcache/pgxcache"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// DBTX is the interface sqlc generates for pgx.
+type DBTX interface {
+	Exec(context.Context, string, ...interface{}) (pgconn.CommandTag, error)
+	Query(context.Context, string, ...interface{}) (pgx.Rows, error)
+	QueryRow(context.Context, string, ...interface{}) pgx.Row
+}
+
+// Queries is written the way sqlc writes it for pgx.
+type Queries struct{ db DBTX }
+
+type Item struct {
+	ID    int32
+	Name  string
+	Price pgtype.Numeric
+	Tags  []string
+	At    pgtype.Timestamptz
+}
+
+const getItem = `SELECT id, name, price, tags, at FROM items WHERE id = $1`
+
+func (q *Queries) GetItem(ctx context.Context, id int32) (Item, error) {
+	row := q.db.QueryRow(ctx, getItem, id)
+	var i Item
+	err := row.Scan(&i.ID, &i.Name, &i.Price, &i.Tags, &i.At)
+	return i, err
+}
+
+const listItems = `SELECT id, name, price, tags, at FROM items WHERE price > $1 ORDER BY price DESC, id LIMIT $2`
+
+func (q *Queries) ListItems(ctx context.Context, min string, limit int32) ([]Item, error) {
+	rows, err := q.db.Query(ctx, listItems, min, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Item
+	for rows.Next() {
+		var i Item
+		if err := rows.Scan(&i.ID, &i.Name, &i.Price, &i.Tags, &i.At); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	return items, rows.Err()
+}
+
+const countItems = `SELECT count(*) FROM items WHERE name LIKE $1`
+
+func (q *Queries) CountItems(ctx context.Context, pattern string) (int64, error) {
+	var n int64
+	err := q.db.QueryRow(ctx, countItems, pattern).Scan(&n)
+	return n, err
+}
+
+const setName = `UPDATE items SET name = $2 WHERE id = $1`
+
+func (q *Queries) SetName(ctx context.Context, id int32, name string) error {
+	_, err := q.db.Exec(ctx, setName, id, name)
+	return err
+}
+
+const itemsSchema = `
+CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, price numeric(10,2), tags text[], at timestamptz);
+INSERT INTO items SELECT i, 'item ' || i, i * 0.75, ARRAY['t' || (i % 3), 'x'], '2024-01-01 00:00:00+00'::timestamptz + i * interval '1 hour'
+FROM generate_series(1, 200) i;
+`
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestSqlcPgx(t *testing.T) {
+	ctx := rctest.Ctx(t)
+	db := pgtest.NewDB(t)
+	admin, err := pgx.Connect(ctx, db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, itemsSchema); err != nil {
+		t.Fatal(err)
+	}
+	srv := rctest.Start(t, db.DSN, db.Name)
+	pcfg, err := pgxpool.ParseConfig(db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts := &counter{}
+	pcfg.ConnConfig.Tracer = stmts
+	pp, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := readcache.DefaultConfig()
+	cfg.URL, cfg.Logger = srv.URL, quiet()
+	pool, err := pgxcache.New(pp, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	q := &Queries{db: pool}
+	qPG := &Queries{db: pp}
+	cache := pool.Cache()
+
+	warm := func(read func() error) {
+		t.Helper()
+		rctest.Eventually(t, 30*time.Second, func() string {
+			h := cache.Stats().Hits
+			if err := read(); err != nil {
+				return err.Error()
+			}
+			if cache.Stats().Hits == h {
+				return fmt.Sprintf("not a hit: %+v %v", cache.Stats(), cache.Err())
+			}
+			return ""
+		})
+	}
+	get := func() error { _, err := q.GetItem(ctx, 5); return err }
+	warm(get)
+	n0 := stmts.n.Load()
+	if err := get(); err != nil || stmts.n.Load() != n0 {
+		t.Fatalf("hit: err %v, statements to PostgreSQL %d, want 0", err, stmts.n.Load()-n0)
+	}
+
+	// Equal to PostgreSQL: point, ordered+limited, count.
+	for name, read := range map[string]func(q *Queries) (any, error){
+		"get":   func(q *Queries) (any, error) { return q.GetItem(ctx, 7) },
+		"list":  func(q *Queries) (any, error) { return q.ListItems(ctx, "100", 25) },
+		"count": func(q *Queries) (any, error) { return q.CountItems(ctx, "item 1%") },
+	} {
+		var got any
+		warm(func() error { var err error; got, err = read(q); return err })
+		want, err := read(qPG)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: cached %+v\nwant %+v", name, got, want)
+		}
+	}
+
+	// A change reaches the cache with no statement sent to PostgreSQL.
+	if _, err := admin.Exec(ctx, "UPDATE items SET name = 'renamed' WHERE id = 5"); err != nil {
+		t.Fatal(err)
+	}
+	n0 = stmts.n.Load()
+	rctest.Eventually(t, 20*time.Second, func() string {
+		it, err := q.GetItem(ctx, 5)
+		if err != nil {
+			return err.Error()
+		}
+		if it.Name != "renamed" {
+			return fmt.Sprintf("name = %q, want renamed", it.Name)
+		}
+		return ""
+	})
+	if d := stmts.n.Load() - n0; d != 0 {
+		t.Fatalf("statements to PostgreSQL while the change arrived = %d, want 0", d)
+	}
+
+	// Routes both ways.
+	n0 = stmts.n.Load()
+	if _, err := q.GetItem(readcache.ViaPostgres(ctx), 5); err != nil || stmts.n.Load() != n0+1 {
+		t.Fatalf("ViaPostgres: err %v, statements %d, want 1", err, stmts.n.Load()-n0)
+	}
+	pool.SetRoute(readcache.RoutePostgres)
+	h := cache.Stats().Hits
+	if _, err := q.GetItem(readcache.ViaCache(ctx), 5); err != nil || cache.Stats().Hits != h+1 {
+		t.Fatalf("ViaCache on a postgres pool: err %v, hits %d, want %d", err, cache.Stats().Hits, h+1)
+	}
+	pool.SetRoute(readcache.RouteDefault)
+
+	// A transaction's reads go to PostgreSQL.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n0 = stmts.n.Load()
+	if _, err := (&Queries{db: tx}).GetItem(ctx, 5); err != nil || stmts.n.Load() == n0 {
+		t.Fatalf("read in a transaction: err %v, statements %d, want 1", err, stmts.n.Load()-n0)
+	}
+	tx.Rollback(ctx)
+
+	// Read-your-writes.
+	if err := q.SetName(ctx, 5, "mine"); err != nil {
+		t.Fatal(err)
+	}
+	if it, err := q.GetItem(ctx, 5); err != nil || it.Name != "mine" {
+		t.Fatalf("read after write = %q, %v; want mine", it.Name, err)
+	}
+	if got := cache.Stats().Postgres["after_write"]; got != 1 {
+		t.Fatalf("after_write reads = %d, want 1", got)
+	}
+
+	// pgx helpers over cached rows.
+	type named struct {
+		ID   int32
+		Name string
+	}
+	collect := func(ctx context.Context) ([]named, error) {
+		rows, err := pool.Query(ctx, "SELECT id, name FROM items WHERE id < $1 ORDER BY id", 4)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, pgx.RowToStructByName[named])
+	}
+	time.Sleep(cfg.ReadYourWrites)
+	var got []named
+	warm(func() error { var err error; got, err = collect(ctx); return err })
+	want, err := collect(readcache.ViaPostgres(ctx))
+	if err != nil || !reflect.DeepEqual(got, want) || len(got) != 3 {
+		t.Fatalf("CollectRows: cached %+v, want %+v (%v)", got, want, err)
+	}
+}
