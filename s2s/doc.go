@@ -11,9 +11,18 @@
 // queue passes the bound is closed (a slow consumer) and its subscriptions
 // end; the engine and every other connection go on.
 //
-// The engine is consumed through the small Engine interface declared here,
-// so the protocol layer does not depend on how the engine runtime is
-// built. The runtime must call Sinks from one goroutine in commit order and
-// call Server.Heartbeat after the outputs of every transaction that
-// committed before the heartbeat: that is what makes the lag frames honest.
+// The engine is consumed through the small Engine interface declared here
+// (*engine.Engine is one). Its sinks are called from one goroutine in
+// commit order. Lag frames come from heartbeats: give the engine a Tap on
+// its stream and the server the same Tap (Config.Tap); the tap reports a
+// heartbeat once the engine has acknowledged a position at or past it,
+// which it does only after handing the outputs of every earlier
+// transaction to the sinks.
+//
+//	tap := s2s.NewTap(reader) // *pgwal.Reader
+//	eng, _ := engine.Open(ctx, engine.Config{Source: tap, ReadDSN: dsn})
+//	cfg := s2s.DefaultConfig()
+//	cfg.Engine, cfg.Tap = eng, tap
+//	srv, _ := s2s.New(cfg)
+//	http.Handle("/s2s/v1", srv)
 package s2s
