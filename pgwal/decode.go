@@ -46,7 +46,9 @@ type Decoder struct {
 	inStream  bool
 	streamXID uint32                // top-level xid of the open stream block
 	streams   map[uint32]*streamTxn // streamed transactions not yet committed or aborted
-	memUsed   int64                 // bytes of streamed chunks held in memory
+	memUsed   int64                 // bytes of chunks held by streams (their capacity)
+	free      [][]byte              // empty chunks for streams to reuse
+	chunk     int                   // size of a stream chunk
 
 	queue  []change.Event
 	qhead  int
@@ -79,6 +81,7 @@ func NewDecoder(opts DecoderOptions) *Decoder {
 	}
 	return &Decoder{
 		opts:    opts,
+		chunk:   int(min(max(opts.MemoryLimit/64, minStreamChunk), maxStreamChunk)),
 		rels:    make(map[uint32]*relEntry),
 		types:   make(map[uint32]change.Type),
 		streams: make(map[uint32]*streamTxn),
@@ -114,9 +117,10 @@ var _ change.TypeResolver = (*Decoder)(nil)
 func (d *Decoder) Close() error {
 	var errs []error
 	for xid, st := range d.streams {
-		errs = append(errs, st.discard())
+		errs = append(errs, d.discard(st))
 		delete(d.streams, xid)
 	}
+	d.dropFree()
 	if d.replay != nil {
 		errs = append(errs, d.replay.close())
 		d.replay = nil
@@ -138,9 +142,10 @@ func (d *Decoder) Reset() error {
 	}
 	var errs []error
 	for xid, st := range d.streams {
-		errs = append(errs, st.discard())
+		errs = append(errs, d.discard(st))
 		delete(d.streams, xid)
 	}
+	d.dropFree()
 	d.memUsed = 0
 	return errors.Join(errs...)
 }

@@ -665,3 +665,70 @@ func TestDecodeTypeResolver(t *testing.T) {
 		t.Error("Type(1) found, want not found")
 	}
 }
+
+// TestDecodeStreamedChunkBoundaries streams records of many sizes, so that
+// they cross chunk boundaries and some are larger than a chunk, with a
+// subtransaction aborted in between, kept in memory or spilled part way.
+// Every kept row must come back whole and in order, and the decoder must
+// hold no chunk once the transaction is gone.
+func TestDecodeStreamedChunkBoundaries(t *testing.T) {
+	tests := []struct {
+		name  string
+		limit int64
+		spill bool
+	}{
+		{name: "in memory", limit: 8 << 20},
+		{name: "spilled part way", limit: 256 << 10, spill: true},
+		{name: "limit below one chunk", limit: 1000, spill: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			d := NewDecoder(DecoderOptions{ProtoVersion: 2, MemoryLimit: tt.limit, SpillDir: dir, FragmentChanges: 50})
+			defer d.Close()
+			d.chunk = minStreamChunk // small chunks, so records cross them
+			s7 := enc{stream: true, xid: 700}
+			s7sub := enc{stream: true, xid: 701}
+			msgs := [][]byte{encStreamStart(700, true), s7.relation(relT)}
+			var want []string
+			for i := 0; i < 300; i++ {
+				v := strings.Repeat(string(rune('a'+i%26)), (i*997)%(3*d.chunk+7))
+				e := s7
+				if i%3 == 1 {
+					e = s7sub
+				} else {
+					want = append(want, strconv.Itoa(i)+"="+v)
+				}
+				msgs = append(msgs, e.insert(16384, cols(txt(strconv.Itoa(i)), txt(v), null())))
+				if i == 150 {
+					msgs = append(msgs, encStreamStop(), encStreamAbort(700, 701), encStreamStart(700, false))
+				}
+			}
+			msgs = append(msgs, encStreamStop())
+			feed(t, d, msgs...)
+			if got := len(spillFiles(t, dir)) == 1; got != tt.spill {
+				t.Errorf("spilled = %v, want %v", got, tt.spill)
+			}
+			evs := feed(t, d, encStreamCommit(700, 0x300, 0x308, ts2))
+			var got []string
+			for _, ev := range evs {
+				for _, c := range ev.(*change.Txn).Changes {
+					if c.Op == change.OpInsert {
+						got = append(got, string(c.New[0].Data)+"="+string(c.New[1].Data))
+					}
+				}
+			}
+			if len(got) != len(want) {
+				t.Fatalf("got %d rows, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("row %d: got %.40q (%d bytes), want %.40q (%d bytes)", i, got[i], len(got[i]), want[i], len(want[i]))
+				}
+			}
+			if d.memUsed != 0 || len(d.free) != 0 {
+				t.Errorf("after commit: memUsed %d, %d free chunks; want 0, 0", d.memUsed, len(d.free))
+			}
+		})
+	}
+}

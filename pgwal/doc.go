@@ -37,8 +37,11 @@
 // carry the transaction's XID, commit LSN and commit time from Begin, but
 // EndLSN 0, since only Commit says it. A transaction PostgreSQL streams
 // while it is in progress (protocol 2) is buffered per top-level xid, each
-// message kept as sent; past MemoryLimit bytes across all open
-// transactions the largest is appended to a file in SpillDir. A Stream
+// message kept as sent, in fixed-size chunks (MemoryLimit/64, 4 to 256
+// KiB) counted by their capacity; past MemoryLimit bytes of chunks across
+// all open transactions the largest transaction is appended to a file in
+// SpillDir and its chunks are reused, so the buffer never grows by copying
+// and never holds more than MemoryLimit plus one chunk per transaction. A Stream
 // Abort of a subtransaction drops that subtransaction's messages, one of the
 // top-level xid drops everything. At Stream Commit the messages are read
 // back in order and decoded one fragment per Next call, so a transaction of

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -56,7 +57,42 @@ func testLogger(t testing.TB, buf io.Writer) *slog.Logger {
 	if buf != nil {
 		w = io.MultiWriter(w, buf)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(dupKeyHandler{Handler: slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}), t: t})
+}
+
+// dupKeyHandler fails the test when a log line would carry one key twice
+// (as "slot=x slot=x" once did: the Reader's logger carries the slot).
+type dupKeyHandler struct {
+	slog.Handler
+	t    testing.TB
+	keys []string // keys added by With
+}
+
+func (h dupKeyHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	keys := slices.Clone(h.keys)
+	for _, a := range as {
+		keys = append(keys, a.Key)
+	}
+	return dupKeyHandler{Handler: h.Handler.WithAttrs(as), t: h.t, keys: keys}
+}
+
+func (h dupKeyHandler) WithGroup(name string) slog.Handler {
+	return dupKeyHandler{Handler: h.Handler.WithGroup(name), t: h.t}
+}
+
+func (h dupKeyHandler) Handle(ctx context.Context, r slog.Record) error {
+	seen := map[string]bool{}
+	for _, k := range h.keys {
+		seen[k] = true
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if seen[a.Key] {
+			h.t.Errorf("log line %q carries key %q twice", r.Message, a.Key)
+		}
+		seen[a.Key] = true
+		return true
+	})
+	return h.Handler.Handle(ctx, r)
 }
 
 type tWriter struct{ t testing.TB }

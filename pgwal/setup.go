@@ -116,7 +116,7 @@ func undoSetup(conn *pgx.Conn, cfg *Config, res setupResult, log *slog.Logger) {
 	defer cancel()
 	if res.CreatedSlot {
 		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, cfg.Slot); err != nil {
-			log.Error("could not drop the replication slot made by a failed set-up; drop it by hand", "slot", cfg.Slot, "err", err)
+			log.Error("could not drop the replication slot made by a failed set-up; drop it by hand", "err", err)
 		}
 	}
 	if res.CreatedPub {

@@ -17,18 +17,30 @@ import (
 //
 //	uint32 length of msg | uint32 (sub)transaction xid | msg
 //
-// first in memory, and once the decoder's buffered bytes pass MemoryLimit,
-// the largest transaction's records are appended to its spill file. At
+// written as one byte stream into fixed-size chunks (MemoryLimit/64,
+// between 4 and 256 KiB; a record may cross from one chunk into the next). Once the chunks held by
+// all open transactions pass MemoryLimit, the largest transaction's chunks
+// are appended to its spill file and go back to the decoder's free list,
+// so the buffer never grows by copying and spilling makes no garbage. At
 // Stream Commit the records are read back in order (file, then memory) and
 // decoded one fragment at a time.
+//
+// Memory is counted by chunk capacity, not by bytes written, so what the
+// decoder holds (chunks in use plus free ones) stays within MemoryLimit
+// plus one chunk per open transaction.
 
-const recordHeader = 8
+const (
+	recordHeader   = 8
+	minStreamChunk = 4 << 10
+	maxStreamChunk = 256 << 10
+)
 
 // streamTxn is a streamed transaction not yet committed or aborted.
 type streamTxn struct {
 	xid       uint32
 	origin    string
-	mem       []byte   // records not yet spilled
+	chunks    [][]byte // records not yet spilled; each chunk has capacity Decoder.chunk
+	memBytes  int64    // bytes of records in chunks
 	file      *os.File // spill file, nil until the first spill
 	fileBytes int64
 	aborted   map[uint32]bool      // aborted subtransactions: their records are skipped
@@ -40,38 +52,133 @@ type streamRel struct {
 	subxid uint32
 }
 
-func (st *streamTxn) append(subxid uint32, msg []byte) int {
+// takeChunk returns an empty chunk, from the free list when it has one,
+// and counts it as used.
+func (d *Decoder) takeChunk() []byte {
+	d.memUsed += int64(d.chunk)
+	if n := len(d.free); n > 0 {
+		c := d.free[n-1]
+		d.free[n-1] = nil
+		d.free = d.free[:n-1]
+		return c[:0]
+	}
+	return make([]byte, 0, d.chunk)
+}
+
+// releaseChunks returns chunks that were never handed out (spilled or
+// aborted records) to the free list.
+func (d *Decoder) releaseChunks(cs [][]byte) {
+	d.memUsed -= int64(len(cs) * d.chunk)
+	for i, c := range cs {
+		if int64((len(d.free)+1)*d.chunk) <= d.opts.MemoryLimit {
+			d.free = append(d.free, c)
+		}
+		cs[i] = nil
+	}
+}
+
+// write appends p to st's records, taking chunks as they fill.
+func (d *Decoder) write(st *streamTxn, p []byte) {
+	st.memBytes += int64(len(p))
+	for len(p) > 0 {
+		n := len(st.chunks)
+		if n == 0 || len(st.chunks[n-1]) == d.chunk {
+			st.chunks = append(st.chunks, d.takeChunk())
+			n++
+		}
+		c := st.chunks[n-1]
+		k := min(len(p), d.chunk-len(c))
+		st.chunks[n-1] = append(c, p[:k]...)
+		p = p[k:]
+	}
+}
+
+// appendRecord keeps one message of subtransaction subxid.
+func (d *Decoder) appendRecord(st *streamTxn, subxid uint32, msg []byte) {
 	var h [recordHeader]byte
 	binary.BigEndian.PutUint32(h[0:], uint32(len(msg)))
 	binary.BigEndian.PutUint32(h[4:], subxid)
-	st.mem = append(st.mem, h[:]...)
-	st.mem = append(st.mem, msg...)
-	return recordHeader + len(msg)
+	d.write(st, h[:])
+	d.write(st, msg)
 }
 
-// spill appends the in-memory records to the spill file and frees them.
-func (st *streamTxn) spill(dir string) error {
-	if len(st.mem) == 0 {
+// spill appends the in-memory records to the spill file and frees their
+// chunks.
+func (d *Decoder) spill(st *streamTxn) error {
+	if len(st.chunks) == 0 {
 		return nil
 	}
 	if st.file == nil {
-		f, err := os.CreateTemp(dir, fmt.Sprintf("freshet-stream-%d-*.spill", st.xid))
+		f, err := os.CreateTemp(d.opts.SpillDir, fmt.Sprintf("freshet-stream-%d-*.spill", st.xid))
 		if err != nil {
 			return fmt.Errorf("spill streamed transaction %d: create file (set DecoderOptions.SpillDir to a writable directory): %w", st.xid, err)
 		}
 		st.file = f
 	}
-	if _, err := st.file.Write(st.mem); err != nil {
-		return fmt.Errorf("spill streamed transaction %d: write %s: %w", st.xid, st.file.Name(), err)
+	for _, c := range st.chunks {
+		if _, err := st.file.Write(c); err != nil {
+			return fmt.Errorf("spill streamed transaction %d: write %s: %w", st.xid, st.file.Name(), err)
+		}
 	}
-	st.fileBytes += int64(len(st.mem))
-	st.mem = nil
+	st.fileBytes += st.memBytes
+	d.releaseChunks(st.chunks)
+	st.chunks, st.memBytes = nil, 0
 	return nil
+}
+
+// memReader reads records back from a transaction's chunks.
+type memReader struct {
+	chunks [][]byte
+	ci, co int // next byte: chunk index and offset in it
+}
+
+// read returns the next n bytes: a slice of the chunk when they lie in
+// one, otherwise a copy into buf (grown when short). It returns false when
+// fewer than n bytes are left.
+func (m *memReader) read(n int, buf func(int) []byte) ([]byte, bool) {
+	for m.ci < len(m.chunks) && m.co == len(m.chunks[m.ci]) {
+		m.ci, m.co = m.ci+1, 0
+	}
+	if m.ci >= len(m.chunks) {
+		return nil, n == 0
+	}
+	if c := m.chunks[m.ci]; m.co+n <= len(c) {
+		b := c[m.co : m.co+n : m.co+n]
+		m.co += n
+		return b, true
+	}
+	out := buf(n)
+	for k := 0; k < n; {
+		for m.ci < len(m.chunks) && m.co == len(m.chunks[m.ci]) {
+			m.ci, m.co = m.ci+1, 0
+		}
+		if m.ci >= len(m.chunks) {
+			return nil, false
+		}
+		c := m.chunks[m.ci]
+		w := copy(out[k:], c[m.co:])
+		k += w
+		m.co += w
+	}
+	return out, true
+}
+
+// record reads the next record: its message and subtransaction xid.
+func (m *memReader) record(buf func(int) []byte) (msg []byte, subxid uint32, ok bool) {
+	var h [recordHeader]byte
+	hb, ok := m.read(recordHeader, func(int) []byte { return h[:] })
+	if !ok {
+		return nil, 0, false
+	}
+	n := int(binary.BigEndian.Uint32(hb[0:]))
+	subxid = binary.BigEndian.Uint32(hb[4:])
+	msg, ok = m.read(n, buf)
+	return msg, subxid, ok
 }
 
 // abortSub drops the records of an aborted subtransaction: at once from
 // memory, and at read-back from the spill file.
-func (st *streamTxn) abortSub(subxid uint32) (freed int) {
+func (d *Decoder) abortSub(st *streamTxn, subxid uint32) {
 	if st.aborted == nil {
 		st.aborted = make(map[uint32]bool)
 	}
@@ -81,24 +188,38 @@ func (st *streamTxn) abortSub(subxid uint32) (freed int) {
 			delete(st.rels, oid)
 		}
 	}
-	kept := st.mem[:0]
-	for off := 0; off+recordHeader <= len(st.mem); {
-		n := int(binary.BigEndian.Uint32(st.mem[off:]))
-		sub := binary.BigEndian.Uint32(st.mem[off+4:])
-		end := off + recordHeader + n
-		if sub != subxid {
-			kept = append(kept, st.mem[off:end]...)
+	old := st.chunks
+	st.chunks, st.memBytes = nil, 0
+	m := &memReader{chunks: old}
+	var tmp []byte
+	grow := func(n int) []byte {
+		if cap(tmp) < n {
+			tmp = make([]byte, n)
 		}
-		off = end
+		return tmp[:n]
 	}
-	freed = len(st.mem) - len(kept)
-	st.mem = kept
-	return freed
+	for {
+		msg, sub, ok := m.record(grow)
+		if !ok {
+			break
+		}
+		if sub != subxid {
+			d.appendRecord(st, sub, msg)
+		}
+	}
+	d.releaseChunks(old)
 }
 
-// discard drops the transaction and removes its spill file.
-func (st *streamTxn) discard() error {
-	st.mem = nil
+// discard drops the transaction, returns its chunks to the free list and
+// removes its spill file.
+func (d *Decoder) discard(st *streamTxn) error {
+	d.releaseChunks(st.chunks)
+	st.chunks, st.memBytes = nil, 0
+	return st.removeFile()
+}
+
+// removeFile closes and removes the spill file, if any.
+func (st *streamTxn) removeFile() error {
 	if st.file == nil {
 		return nil
 	}
@@ -109,6 +230,15 @@ func (st *streamTxn) discard() error {
 		return fmt.Errorf("remove spill file of streamed transaction %d: %w", st.xid, err)
 	}
 	return nil
+}
+
+// dropFree lets the free chunks go once no streamed transaction is open,
+// so an idle decoder holds no buffer.
+func (d *Decoder) dropFree() {
+	if len(d.streams) == 0 {
+		clear(d.free)
+		d.free = nil
+	}
 }
 
 func (d *Decoder) streamStart(w *wire) error {
@@ -128,8 +258,7 @@ func (d *Decoder) streamStart(w *wire) error {
 	if first == 1 {
 		if st != nil {
 			// The transaction is being streamed again from its start.
-			d.memUsed -= int64(len(st.mem))
-			if err := st.discard(); err != nil {
+			if err := d.discard(st); err != nil {
 				return err
 			}
 		}
@@ -223,9 +352,13 @@ func (d *Decoder) decodeInStream(t byte, w *wire) error {
 		return w.err
 	}
 	clear(d.scratch)
-	n := st.append(subxid, w.b)
-	d.memUsed += int64(n)
-	return d.maybeSpill()
+	// Make room first, so that the record's chunks are taken within the
+	// limit, and again after, for a record larger than the limit.
+	if err := d.maybeSpill(int64(recordHeader + len(w.b))); err != nil {
+		return err
+	}
+	d.appendRecord(st, subxid, w.b)
+	return d.maybeSpill(0)
 }
 
 // marker reads a tuple marker and fails unless it is one of want.
@@ -251,24 +384,22 @@ func (w *wire) errOrNil() error {
 	return nil
 }
 
-// maybeSpill writes the largest in-memory transactions to disk until the
-// buffered bytes are within MemoryLimit.
-func (d *Decoder) maybeSpill() error {
-	for d.memUsed > d.opts.MemoryLimit {
+// maybeSpill writes the largest in-memory transactions to disk until
+// room more bytes fit within MemoryLimit.
+func (d *Decoder) maybeSpill(room int64) error {
+	for d.memUsed+room > d.opts.MemoryLimit {
 		var big *streamTxn
 		for _, st := range d.streams {
-			if big == nil || len(st.mem) > len(big.mem) {
+			if big == nil || len(st.chunks) > len(big.chunks) {
 				big = st
 			}
 		}
-		if big == nil || len(big.mem) == 0 {
+		if big == nil || len(big.chunks) == 0 {
 			return nil
 		}
-		n := len(big.mem)
-		if err := big.spill(d.opts.SpillDir); err != nil {
+		if err := d.spill(big); err != nil {
 			return err
 		}
-		d.memUsed -= int64(n)
 	}
 	return nil
 }
@@ -284,19 +415,23 @@ func (d *Decoder) streamCommit(w *wire) error {
 		return w.err
 	}
 	delete(d.streams, m.xid)
-	d.memUsed -= int64(len(st.mem))
+	// Its chunks now belong to the read-back: values will slice into them,
+	// so they are never reused.
+	d.memUsed -= int64(len(st.chunks) * d.chunk)
+	d.dropFree()
 	// The stream's final relation shapes are current from now on, for the
 	// transactions that follow (PostgreSQL will not send them again).
 	for _, r := range st.rels {
 		d.setRelation(r.rel)
 	}
-	r := &replay{d: d, st: st}
+	r := &replay{d: d, st: st, mem: memReader{chunks: st.chunks}}
+	st.chunks = nil
 	r.b = d.newTxn(change.Txn{
 		XID: m.xid, CommitLSN: m.commitLSN, EndLSN: m.endLSN, CommitTime: m.commitTime, Origin: st.origin,
 	}, &r.out)
 	if st.file != nil {
 		if _, err := st.file.Seek(0, io.SeekStart); err != nil {
-			_ = st.discard()
+			_ = st.removeFile()
 			return fmt.Errorf("read back streamed transaction %d: seek %s: %w", m.xid, st.file.Name(), err)
 		}
 		r.rd = bufio.NewReaderSize(st.file, 64<<10)
@@ -318,24 +453,26 @@ func (d *Decoder) streamAbort(w *wire) error {
 	}
 	if subxid == xid || subxid == 0 {
 		delete(d.streams, xid)
-		d.memUsed -= int64(len(st.mem))
-		return st.discard()
+		err := d.discard(st)
+		d.dropFree()
+		return err
 	}
-	d.memUsed -= int64(st.abortSub(subxid))
+	d.abortSub(st, subxid)
 	return nil
 }
 
 // replay reads a committed streamed transaction back and decodes it one
 // fragment at a time.
 type replay struct {
-	d     *Decoder
-	st    *streamTxn
-	b     *txnBuilder
-	out   []change.Event
-	rd    *bufio.Reader // spill file, nil once read or when none
-	memAt int           // next record in st.mem
-	local map[uint32]*change.Relation
-	done  bool
+	d        *Decoder
+	st       *streamTxn
+	b        *txnBuilder
+	out      []change.Event
+	rd       *bufio.Reader // spill file, nil once read or when none
+	mem      memReader     // the records that were never spilled
+	memFreed int           // chunks before this one are let go
+	local    map[uint32]*change.Relation
+	done     bool
 }
 
 // next returns the next event of the transaction, or nil after its last.
@@ -390,16 +527,17 @@ func (r *replay) read() ([]byte, uint32, error) {
 			return rec, binary.BigEndian.Uint32(h[4:]), nil
 		}
 	}
-	mem := r.st.mem
-	if r.memAt+recordHeader > len(mem) {
+	// Records in memory are never written again: values may slice into
+	// them. A chunk read to its end is let go, so the consumer's dropping
+	// its values frees it.
+	rec, sub, ok := r.mem.record(r.d.slab.alloc)
+	for ; r.memFreed < r.mem.ci; r.memFreed++ {
+		r.mem.chunks[r.memFreed] = nil
+	}
+	if !ok {
 		return nil, 0, io.EOF
 	}
-	n := int(binary.BigEndian.Uint32(mem[r.memAt:]))
-	sub := binary.BigEndian.Uint32(mem[r.memAt+4:])
-	start := r.memAt + recordHeader
-	r.memAt = start + n
-	// Records in memory are never written again: values may alias them.
-	return mem[start:r.memAt:r.memAt], sub, nil
+	return rec, sub, nil
 }
 
 // apply decodes one record (a whole in-stream message, xid included).
@@ -440,5 +578,6 @@ func (r *replay) apply(rec []byte) error {
 
 func (r *replay) close() error {
 	r.done = true
-	return r.st.discard()
+	r.mem = memReader{}
+	return r.st.removeFile()
 }
