@@ -418,3 +418,11 @@ func (x expiry) ExpireAfterRead(en otter.Entry[string, *entry]) time.Duration {
 	}
 	return x.live(en.Value)
 }
+
+// CleanUp runs pending maintenance now: expired entries are removed (and
+// unsubscribed) without waiting for the next read.
+func (c *Cache) CleanUp() {
+	if c.entries != nil {
+		c.entries.CleanUp()
+	}
+}

@@ -97,12 +97,13 @@ func (r *Result) apply(d *wire.Delta) (*Result, error) {
 		if !ok {
 			return nil, fmt.Errorf("apply delta at %s: order names key %q the result does not hold", d.LSN, k)
 		}
+		delete(byKey, k) // a key named twice is then missing
 		nr.Rows = append(nr.Rows, it.vals)
 		nr.keys = append(nr.keys, k)
 		nr.size += it.n
 	}
-	if len(nr.Rows) != len(byKey) {
-		return nil, fmt.Errorf("apply delta at %s: order lists %d keys, the result holds %d rows", d.LSN, len(nr.Rows), len(byKey))
+	if len(byKey) != 0 {
+		return nil, fmt.Errorf("apply delta at %s: order lists %d keys, the result holds %d rows", d.LSN, len(nr.Rows), len(nr.Rows)+len(byKey))
 	}
 	return nr, nil
 }

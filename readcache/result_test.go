@@ -1,0 +1,223 @@
+package readcache
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/freshetdb/freshet/wire"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+func sp(s string) *string { return &s }
+
+func rowsOf(r *Result) string {
+	var parts []string
+	for i, row := range r.Rows {
+		vals := make([]string, len(row))
+		for j, v := range row {
+			if v == nil {
+				vals[j] = "NULL"
+			} else {
+				vals[j] = string(v)
+			}
+		}
+		parts = append(parts, r.keys[i]+"="+strings.Join(vals, ","))
+	}
+	return strings.Join(parts, " ")
+}
+
+func TestApply(t *testing.T) {
+	acc := &wire.Accepted{ID: "q", Mode: wire.ModeRows, LSN: "0/1", Columns: []wire.Column{{Name: "id", TypeOID: 23}, {Name: "v", TypeOID: 25}},
+		Rows: []wire.Row{{Key: "a", Values: []*string{sp("1"), sp("x")}}, {Key: "b", Values: []*string{sp("2"), nil}}}}
+	tests := []struct {
+		name  string
+		delta string
+		want  string
+		bad   string
+	}{
+		{"upsert new", `{"lsn":"0/2","upsert":[{"key":"c","values":["3","z"]}]}`, "a=1,x b=2,NULL c=3,z", ""},
+		{"upsert existing keeps place", `{"lsn":"0/2","upsert":[{"key":"a","values":["1","y"]}]}`, "a=1,y b=2,NULL", ""},
+		{"remove", `{"lsn":"0/2","remove":["a"]}`, "b=2,NULL", ""},
+		{"remove unknown", `{"lsn":"0/2","remove":["zz"]}`, "a=1,x b=2,NULL", ""},
+		{"reorder", `{"lsn":"0/2","upsert":[{"key":"c","values":["0","w"]}],"order":["c","b","a"]}`, "c=0,w b=2,NULL a=1,x", ""},
+		{"window slides", `{"lsn":"0/2","upsert":[{"key":"c","values":["0","w"]}],"remove":["b"],"order":["c","a"]}`, "c=0,w a=1,x", ""},
+		{"remove all", `{"lsn":"0/2","remove":["a","b"],"order":[]}`, "", ""},
+		{"order names a missing key", `{"lsn":"0/2","order":["a","q"]}`, "", "does not hold"},
+		{"order misses a key", `{"lsn":"0/2","order":["a"]}`, "", "lists 1 keys"},
+		{"wrong width", `{"lsn":"0/2","upsert":[{"key":"c","values":["3"]}]}`, "", "1 values"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newResult(acc)
+			var d wire.Delta
+			if err := json.Unmarshal([]byte(tt.delta), &d); err != nil {
+				t.Fatal(err)
+			}
+			nr, err := r.apply(&d)
+			if tt.bad != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.bad) {
+					t.Fatalf("error = %v, want one containing %q", err, tt.bad)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rowsOf(nr); got != tt.want {
+				t.Fatalf("rows = %q, want %q", got, tt.want)
+			}
+			if nr.LSN != "0/2" {
+				t.Fatalf("LSN = %q, want 0/2", nr.LSN)
+			}
+			if got := rowsOf(r); got != "a=1,x b=2,NULL" {
+				t.Fatalf("the old result changed: %q", got)
+			}
+			if nr.size <= 0 {
+				t.Fatalf("size = %d", nr.size)
+			}
+		})
+	}
+}
+
+// FuzzApply: any delta either fails cleanly or yields a result whose rows
+// are exactly its keys, with no key twice, and leaves the old one intact.
+func FuzzApply(f *testing.F) {
+	f.Add(`{"upsert":[{"key":"c","values":["3","z"]}],"remove":["a"]}`)
+	f.Add(`{"order":["b","a"]}`)
+	f.Add(`{"upsert":[{"key":"a","values":[null,null]}],"order":["a","b","a"]}`)
+	f.Fuzz(func(t *testing.T, delta string) {
+		acc := &wire.Accepted{Columns: []wire.Column{{Name: "id", TypeOID: 23}, {Name: "v", TypeOID: 25}},
+			Rows: []wire.Row{{Key: "a", Values: []*string{sp("1"), sp("x")}}, {Key: "b", Values: []*string{sp("2"), nil}}}}
+		r := newResult(acc)
+		var d wire.Delta
+		if json.Unmarshal([]byte(delta), &d) != nil {
+			return
+		}
+		nr, err := r.apply(&d)
+		if got := rowsOf(r); got != "a=1,x b=2,NULL" {
+			t.Fatalf("the old result changed: %q", got)
+		}
+		if err != nil {
+			return
+		}
+		seen := map[string]bool{}
+		for _, k := range nr.keys {
+			if seen[k] {
+				t.Fatalf("key %q twice in %s", k, rowsOf(nr))
+			}
+			seen[k] = true
+		}
+		if len(nr.keys) != len(nr.Rows) {
+			t.Fatalf("%d keys, %d rows", len(nr.keys), len(nr.Rows))
+		}
+		for _, row := range nr.Rows {
+			if len(row) != 2 {
+				t.Fatalf("row of %d values", len(row))
+			}
+		}
+	})
+}
+
+func TestIsSelect(t *testing.T) {
+	tests := []struct {
+		sql  string
+		want bool
+	}{
+		{"SELECT 1", true},
+		{"  select * from t", true},
+		{"-- note\n/* c */ (SELECT id FROM t) UNION (SELECT id FROM u)", true},
+		{"SELECT * FROM t;", true},
+		{"selected", false},
+		{"SELECT 1; DELETE FROM t", false},
+		{"SELECT * FROM t FOR UPDATE", false},
+		{"SELECT * FROM t for share", false},
+		{"SELECT * INTO x FROM t", false},
+		{"INSERT INTO t VALUES (1) RETURNING *", false},
+		{"WITH d AS (DELETE FROM t RETURNING *) SELECT * FROM d", false},
+		{"UPDATE t SET v = 1", false},
+		{"/* unterminated", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		if got := IsSelect(tt.sql); got != tt.want {
+			t.Errorf("IsSelect(%q) = %v, want %v", tt.sql, got, tt.want)
+		}
+	}
+}
+
+func FuzzIsSelect(f *testing.F) {
+	f.Add("SELECT 1")
+	f.Add("-- x\nselect * from t for update")
+	f.Add("/**/((select")
+	f.Fuzz(func(t *testing.T, s string) {
+		if IsSelect(s) && strings.Contains(strings.TrimRight(strings.TrimSpace(s), ";"), ";") {
+			t.Fatalf("IsSelect(%q) = true for two statements", s)
+		}
+	})
+}
+
+func TestKey(t *testing.T) {
+	a, b := sp("1"), sp("1;")
+	keys := map[string]string{}
+	for name, k := range map[string]string{
+		"one text":    Key("SELECT $1", []wire.Param{{Value: a}}),
+		"one binary":  Key("SELECT $1", []wire.Param{{Value: a, Format: wire.FormatBinary}}),
+		"null":        Key("SELECT $1", []wire.Param{{}}),
+		"no params":   Key("SELECT $1", nil),
+		"two":         Key("SELECT $1", []wire.Param{{Value: a}, {Value: a}}),
+		"other value": Key("SELECT $1", []wire.Param{{Value: b}}),
+		"other sql":   Key("SELECT $1 ", []wire.Param{{Value: a}}),
+	} {
+		if other, dup := keys[k]; dup {
+			t.Errorf("%s and %s share the key %q", name, other, k)
+		}
+		keys[k] = name
+	}
+	if Key("SELECT $1", []wire.Param{{Value: sp("1")}}) != Key("SELECT $1", []wire.Param{{Value: a}}) {
+		t.Error("equal binds give different keys")
+	}
+}
+
+func TestParams(t *testing.T) {
+	tests := []struct {
+		arg  any
+		want string // format:value, or NULL
+		ok   bool
+	}{
+		{nil, "NULL", true},
+		{42, "text:42", true},
+		{int64(-7), "text:-7", true},
+		{"héllo", "text:héllo", true},
+		{true, "text:true", true},
+		{[]byte{0, 255}, "binary:AP8=", true},
+		{1.5, "text:1.5", true},
+		{"bad\xff", "", false},
+		{struct{ X int }{1}, "", false},
+	}
+	for _, tt := range tests {
+		ps, ok := Params(pgtype.NewMap(), []any{tt.arg})
+		if tt.arg != nil && ok && ps[0].Value == nil {
+			t.Errorf("Params(%#v) lost its value", tt.arg)
+		}
+		if ok != tt.ok {
+			t.Errorf("Params(%#v) ok = %v, want %v", tt.arg, ok, tt.ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		got := "NULL"
+		if ps[0].Value != nil {
+			f := ps[0].Format
+			if f == "" {
+				f = "text"
+			}
+			got = fmt.Sprintf("%s:%s", f, *ps[0].Value)
+		}
+		if got != tt.want {
+			t.Errorf("Params(%#v) = %s, want %s", tt.arg, got, tt.want)
+		}
+	}
+}
