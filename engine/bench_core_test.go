@@ -153,8 +153,8 @@ func heap() uint64 {
 // subscription (beyond its rows and its compiled plan) and asserts a
 // generous bound.
 func TestMemoryPerSubscription(t *testing.T) {
-	if testing.Short() {
-		t.Skip("memory measurement")
+	if testing.Short() || raceEnabled {
+		t.Skip("memory measurement (not under -short or -race)")
 	}
 	const n = 10_000
 	bc := newBenchCore(t)
@@ -176,8 +176,8 @@ func TestMemoryPerSubscription(t *testing.T) {
 // TestMemoryPerRow measures bytes per held row against the row's text
 // size, for rows held by one view and by ten views sharing them.
 func TestMemoryPerRow(t *testing.T) {
-	if testing.Short() {
-		t.Skip("memory measurement")
+	if testing.Short() || raceEnabled {
+		t.Skip("memory measurement (not under -short or -race)")
 	}
 	for _, views := range []int{1, 10} {
 		const n = 50_000

@@ -64,7 +64,11 @@ func randomHarness(t *testing.T, margin int) *harness {
 // reads landing at random snapshots, and checks every live subscription
 // against the brute-force oracle after every step.
 func TestCoreRandom(t *testing.T) {
-	for seed := 1; seed <= *coreSeeds; seed++ {
+	seeds := *coreSeeds
+	if raceEnabled || testing.Short() {
+		seeds = min(seeds, 4)
+	}
+	for seed := 1; seed <= seeds; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runRandom(t, uint64(seed), *coreSteps, joinsSupported) })
 	}
 }
