@@ -422,10 +422,11 @@ func (s *state) rowChange(tb *table, ch *change.Change) {
 		}
 		newVals, _ = tb.decodeRow(ch.Rel, ch.New, fill, s.opts.Types)
 		if fill == nil && ch.Op == change.OpUpdate {
-			// No old key sent: the key did not change; fill from the held row.
+			// No old key sent: the key did not change; fill unchanged
+			// values from the held row.
 			if k, ok := tb.keyOf(newVals); ok {
 				if cur := s.current(tb, k); cur != nil {
-					newVals, _ = tb.decodeRow(ch.Rel, ch.New, &heldRow{vals: cur}, s.opts.Types)
+					fillUnchanged(newVals, ch, tb.relMap(ch.Rel), cur)
 				}
 			}
 		}
@@ -471,6 +472,19 @@ func (s *state) rowChange(tb *table, ch *change.Change) {
 			if vs.v.status == viewLive {
 				s.refresh = append(s.refresh, vs.v)
 			}
+		}
+	}
+}
+
+// fillUnchanged fills the values a change did not send (unchanged TOAST)
+// from cur, the row as held.
+func fillUnchanged(vals []any, ch *change.Change, m []int, cur []any) {
+	for i, v := range ch.New {
+		if v.Kind != change.Unchanged && v.Kind != change.Absent || i >= len(m) {
+			continue
+		}
+		if p := m[i]; p < len(cur) && !isUnloaded(cur[p]) {
+			vals[p] = cur[p]
 		}
 	}
 }
