@@ -30,13 +30,29 @@ func IsSelect(sql string) bool {
 	if strings.Contains(body, ";") {
 		return false
 	}
-	up := strings.ToUpper(body)
-	for _, w := range []string{" FOR UPDATE", " FOR SHARE", " FOR NO KEY", " FOR KEY SHARE", " INTO "} {
-		if strings.Contains(up, w) {
+	for _, w := range lockWords {
+		if containsFold(body, w) {
 			return false
 		}
 	}
 	return true
+}
+
+var lockWords = []string{" FOR UPDATE", " FOR SHARE", " FOR NO KEY", " FOR KEY SHARE", " INTO "}
+
+// containsFold reports whether s holds sub (which starts with a space)
+// after any whitespace character, ignoring ASCII case, without allocating.
+func containsFold(s, sub string) bool {
+	w := sub[1:]
+	for i := 0; i+len(sub) <= len(s); i++ {
+		switch s[i] {
+		case ' ', '\n', '\t', '\r', '\f':
+			if strings.EqualFold(s[i+1:i+len(sub)], w) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func isIdent(c byte) bool {

@@ -133,6 +133,8 @@ func TestIsSelect(t *testing.T) {
 		{"SELECT 1; DELETE FROM t", false},
 		{"SELECT * FROM t FOR UPDATE", false},
 		{"SELECT * FROM t for share", false},
+		{"SELECT * FROM t\nFOR UPDATE", false},
+		{"SELECT fortune FROM t", true},
 		{"SELECT * INTO x FROM t", false},
 		{"INSERT INTO t VALUES (1) RETURNING *", false},
 		{"WITH d AS (DELETE FROM t RETURNING *) SELECT * FROM d", false},

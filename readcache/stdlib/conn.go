@@ -17,6 +17,9 @@ type Conn struct {
 	inner *pgxstdlib.Conn
 	c     *Connector
 	route atomic.Int32
+	// funcs are the column decoders of results recently read on this
+	// connection (database/sql serializes a connection's use).
+	funcs map[*readcache.Result][]func([]byte) (driver.Value, error)
 }
 
 var (
@@ -133,7 +136,16 @@ func (c *Conn) query(ctx context.Context, query string, args []driver.NamedValue
 	if reason != readcache.ReasonNone {
 		return live()
 	}
-	return newRows(res, pc.TypeMap()), nil
+	r := newRows(res, pc.TypeMap())
+	r.funcs = c.funcs[res]
+	if r.funcs == nil {
+		r.makeFuncs()
+		if len(c.funcs) >= 256 {
+			clear(c.funcs)
+		}
+		c.funcs[res] = r.funcs
+	}
+	return r, nil
 }
 
 // Ping checks the PostgreSQL connection.

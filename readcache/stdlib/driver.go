@@ -126,7 +126,7 @@ func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
 		dc.Close()
 		return nil, errors.New("freshet driver: pgx's connector returned an unexpected connection type")
 	}
-	return &Conn{inner: pc, c: c}, nil
+	return &Conn{inner: pc, c: c, funcs: map[*readcache.Result][]func([]byte) (driver.Value, error){}}, nil
 }
 
 // Driver returns the driver; CacheOf uses it to find the cache.

@@ -33,7 +33,7 @@ func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDat
 // connection for writes and reference reads, and a *sql.DB of the driver
 // whose statements to PostgreSQL are counted.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	db    *pgtest.DB
 	srv   *rctest.Server
 	admin *pgx.Conn
@@ -44,7 +44,7 @@ type env struct {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func newEnv(t *testing.T, setup string, tweak func(*readcache.Config)) *env {
+func newEnv(t testing.TB, setup string, tweak func(*readcache.Config)) *env {
 	t.Helper()
 	ctx := rctest.Ctx(t)
 	db := pgtest.NewDB(t)

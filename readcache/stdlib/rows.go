@@ -53,10 +53,7 @@ func (r *rows) Next(dest []driver.Value) error {
 		return io.EOF
 	}
 	if r.funcs == nil {
-		r.funcs = make([]func([]byte) (driver.Value, error), len(r.res.Columns))
-		for i, c := range r.res.Columns {
-			r.funcs[i] = valueFunc(r.m, c.TypeOID)
-		}
+		r.makeFuncs()
 	}
 	row := r.res.Rows[r.next]
 	r.next++
@@ -73,83 +70,102 @@ func (r *rows) Next(dest []driver.Value) error {
 	return nil
 }
 
+func (r *rows) makeFuncs() {
+	r.funcs = make([]func([]byte) (driver.Value, error), len(r.res.Columns))
+	for i, c := range r.res.Columns {
+		r.funcs[i] = valueFunc(r.m, c.TypeOID)
+	}
+}
+
 // valueFunc returns the decoder of one column: the driver.Value kinds pgx's
 // stdlib driver produces for the type (bool, []byte, int64, float64,
 // time.Time, string), decoded from the text form.
 func valueFunc(m *pgtype.Map, oid uint32) func([]byte) (driver.Value, error) {
 	const text = pgtype.TextFormatCode
+	// Each plan is made once per column, for the target's type.
 	switch oid {
 	case pgtype.BoolOID:
+		var d bool
+		plan := m.PlanScan(oid, text, &d)
 		return func(src []byte) (driver.Value, error) {
-			var d bool
-			err := m.Scan(oid, text, src, &d)
+			err := plan.Scan(src, &d)
 			return d, err
 		}
 	case pgtype.ByteaOID, pgtype.JSONOID, pgtype.JSONBOID, pgtype.XMLOID:
+		var proto []byte
+		plan := m.PlanScan(oid, text, &proto)
 		return func(src []byte) (driver.Value, error) {
-			var d []byte
-			if err := m.Scan(oid, text, src, &d); err != nil {
+			var d []byte // fresh: never hand out the cache's bytes or a reused buffer
+			if err := plan.Scan(src, &d); err != nil {
 				return nil, err
 			}
 			if len(d) > 0 && len(src) > 0 && &d[0] == &src[0] {
-				d = append([]byte(nil), d...) // never hand out the cache's bytes
+				d = append([]byte(nil), d...)
 			}
 			return d, nil
 		}
 	case pgtype.CIDOID, pgtype.OIDOID, pgtype.XIDOID:
+		var d pgtype.Uint32
+		plan := m.PlanScan(oid, text, &d)
 		return func(src []byte) (driver.Value, error) {
-			var d pgtype.Uint32
-			if err := m.Scan(oid, text, src, &d); err != nil {
+			if err := plan.Scan(src, &d); err != nil {
 				return nil, err
 			}
 			return d.Value()
 		}
 	case pgtype.DateOID:
+		var d pgtype.Date
+		plan := m.PlanScan(oid, text, &d)
 		return func(src []byte) (driver.Value, error) {
-			var d pgtype.Date
-			if err := m.Scan(oid, text, src, &d); err != nil {
+			if err := plan.Scan(src, &d); err != nil {
 				return nil, err
 			}
 			return d.Value()
 		}
 	case pgtype.Float4OID:
+		var d float32
+		plan := m.PlanScan(oid, text, &d)
 		return func(src []byte) (driver.Value, error) {
-			var d float32
-			err := m.Scan(oid, text, src, &d)
+			err := plan.Scan(src, &d)
 			return float64(d), err
 		}
 	case pgtype.Float8OID:
+		var d float64
+		plan := m.PlanScan(oid, text, &d)
 		return func(src []byte) (driver.Value, error) {
-			var d float64
-			err := m.Scan(oid, text, src, &d)
+			err := plan.Scan(src, &d)
 			return d, err
 		}
 	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID:
+		var d int64
+		plan := m.PlanScan(oid, text, &d)
 		return func(src []byte) (driver.Value, error) {
-			var d int64
-			err := m.Scan(oid, text, src, &d)
+			err := plan.Scan(src, &d)
 			return d, err
 		}
 	case pgtype.TimestampOID:
+		var d pgtype.Timestamp
+		plan := m.PlanScan(oid, text, &d)
 		return func(src []byte) (driver.Value, error) {
-			var d pgtype.Timestamp
-			if err := m.Scan(oid, text, src, &d); err != nil {
+			if err := plan.Scan(src, &d); err != nil {
 				return nil, err
 			}
 			return d.Value()
 		}
 	case pgtype.TimestamptzOID:
+		var d pgtype.Timestamptz
+		plan := m.PlanScan(oid, text, &d)
 		return func(src []byte) (driver.Value, error) {
-			var d pgtype.Timestamptz
-			if err := m.Scan(oid, text, src, &d); err != nil {
+			if err := plan.Scan(src, &d); err != nil {
 				return nil, err
 			}
 			return d.Value()
 		}
 	}
+	var d string
+	plan := m.PlanScan(oid, text, &d)
 	return func(src []byte) (driver.Value, error) {
-		var d string
-		err := m.Scan(oid, text, src, &d)
+		err := plan.Scan(src, &d)
 		return d, err
 	}
 }
