@@ -1,14 +1,91 @@
-// Package readcache serves a Go backend's SQL reads from Freshet: answers
-// held in memory and kept fresh by `freshet serve`, with PostgreSQL as the
-// fallback whenever the cache cannot be trusted.
+// Package readcache serves a Go backend's SQL reads from Freshet: results
+// held in memory, kept fresh by `freshet serve` over the s2s protocol
+// (docs/s2s-protocol.md, package wire), with PostgreSQL as the fallback
+// whenever the cache cannot be trusted. A backend changes how it opens its
+// database and nothing else.
 //
-// Most programs use it through an adapter, not directly:
+// # Adapters
+//
+// Programs use the cache through an adapter:
 //
 //   - readcache/stdlib is a database/sql driver wrapping pgx's stdlib
 //     driver, so GORM, sqlx, sqlc's database/sql output, bun and ent work
-//     unchanged;
+//     unchanged: stdlib.Open(dsn, cfg), stdlib.OpenFromEnv(dsn), or
+//     sql.Open("freshet", dsn) with FRESHET_URL and FRESHET_TOKEN set;
 //   - readcache/pgxcache wraps a *pgxpool.Pool with the same Query,
-//     QueryRow and Exec methods, for code on pgx (sqlc's pgx output).
+//     QueryRow and Exec methods (sqlc's pgx DBTX), so swapping the pool
+//     type is the whole change.
 //
-// See the package documentation of readcache/stdlib for the full story.
+// Cached rows are decoded by pgx's own codecs from PostgreSQL's text form,
+// into the same values a live read gives, so every Scan target behaves
+// the same (tested type by type against live reads).
+//
+// # How a read is served
+//
+// A read is a single SELECT (IsSelect) outside a transaction. Its key is
+// the SQL and the bytes of its binds (Key, Params). On a miss the cache
+// subscribes in rows mode and waits up to VerdictTimeout for the engine's
+// answer: the accepted result serves this read and the following ones,
+// and each delta updates the entry in place (a new immutable Result is
+// published, so readers never lock). A refused query is read from
+// PostgreSQL and remembered as refused for RefusedFor (RetryRefusedFor
+// when the engine says a retry may succeed). Everything else goes to
+// PostgreSQL: writes, reads in a transaction, anything that is not a
+// SELECT, reads with a pgx query option, binds the cache cannot encode.
+// Stats counts every read sent to PostgreSQL by its Reason.
+//
+// Routing, most specific first: the query's context (ViaPostgres,
+// ViaCache), the connection (stdlib.SetConnRoute), the pool
+// (Config.Route, SetRoute on the adapters), the process (SetDefaultRoute).
+// A flagged and an unflagged read share one entry.
+//
+// # Read-your-writes: a window, not an LSN
+//
+// After a write through a pool commits (Exec, a statement that is not a
+// SELECT, a transaction's Commit), that pool's reads go to PostgreSQL for
+// Config.ReadYourWrites (default 1 s, FRESHET_READ_YOUR_WRITES_MS). The
+// exact rule (until the engine has applied the write's commit LSN) needs
+// the commit LSN, and PostgreSQL does not return it with a commit: getting
+// it costs a pg_current_wal_insert_lsn() round trip after every write,
+// which this package will not add to every write of every program. The
+// window is per pool rather than per connection because database/sql and
+// pgxpool hand the next read to any idle connection: a per-connection rule
+// would let an ORM read its own write from the cache before the engine
+// has it. Set ReadYourWrites to 0 to turn it off, or use ViaPostgres for
+// a read that must see a write made elsewhere.
+//
+// # The engine side
+//
+// Keys are spread by hash over Config.Sockets WebSockets (default 2). Each
+// socket checks the engine's hello against the database the reads go to:
+// its system_identifier and database name must equal what IdentityQuery
+// returns on the reads' own connection (checked once; a failed check is
+// retried, never taken as a match). A mismatch disables the cache for
+// good: every read goes to PostgreSQL, the reason is logged and returned
+// by Err (wrapping ErrMismatch). A socket that drops reconnects with
+// backoff and resubscribes what it held; meanwhile only its own keys go to
+// PostgreSQL. Why the last connection failed (401 wrong token, 503, bad
+// URL, connection lost) is kept: LastConnectError.
+//
+// Lag: each socket tracks the engine's lag frames. While the reported lag
+// plus the time since the last lag frame is over MaxLag (default 2 s), or
+// no lag is known yet, that socket's reads go to PostgreSQL; a frozen or
+// partitioned engine is thus noticed within MaxLag.
+//
+// # Memory
+//
+// Entries live in an otter cache (W-TinyLFU: a key read again and again
+// is kept over a run of keys read once) bounded by MaxBytes (an estimate
+// of each result's size), IdleTimeout and TTL. Evicting an entry
+// unsubscribes it. A fill that raced with an eviction is dropped: the
+// entry is dead, its accepted frame is ignored, and the read that waited
+// goes to PostgreSQL (ReasonEvicted). Subscriptions are capped per process
+// by MaxSubscriptions.
+//
+// # Not done yet
+//
+// Result sets are rebuilt (copy on write) on each delta, which costs
+// O(rows) per change of a large result; the s2s protocol carries no type
+// modifiers, so ColumnTypeLength of varchar(n) and
+// ColumnTypePrecisionScale of numeric(p,s) are unknown on cached rows.
 package readcache
