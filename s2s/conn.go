@@ -20,6 +20,7 @@ import (
 type conn struct {
 	s      *Server
 	ws     *websocket.Conn
+	nc     *corkConn // under ws
 	remote string
 	q      *queue
 
@@ -48,8 +49,8 @@ type sub struct {
 	countKey   *engine.Key // a COUNT(*) result's one row, when it has one
 }
 
-func newConn(s *Server, ws *websocket.Conn, remote string) *conn {
-	c := &conn{s: s, ws: ws, remote: remote, q: newQueue(s.cfg.MaxQueueBytes, &s.queueN),
+func newConn(s *Server, ws *websocket.Conn, nc *corkConn, remote string) *conn {
+	c := &conn{s: s, ws: ws, nc: nc, remote: remote, q: newQueue(s.cfg.MaxQueueBytes, &s.queueN),
 		subs: map[string]*sub{}, failed: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	return c
@@ -498,28 +499,38 @@ func (c *conn) writeLoop() {
 			}
 		case <-c.q.ready:
 			items, _ = c.q.take(items)
-			// One deadline per 64 frames rather than a timer per frame.
-			ctx, cancel := context.WithTimeout(c.ctx, cfg.WriteTimeout)
-			for i := range items {
-				b := items[i].frame
-				if t := items[i].touch; t != nil {
-					scratch = t.encode(scratch[:0])
-					b = scratch
-				}
-				if i > 0 && i%64 == 0 {
-					cancel()
-					ctx, cancel = context.WithTimeout(c.ctx, cfg.WriteTimeout)
-				}
-				if c.ws.Write(ctx, websocket.MessageText, b) != nil {
-					cancel()
-					c.cancelLoops()
-					return
-				}
-				items[i] = item{}
+			if c.writeItems(items, &scratch) != nil {
+				c.cancelLoops()
+				return
 			}
-			cancel()
+			clear(items)
 		}
 	}
+}
+
+// writeItems writes a drained queue: each frame is its own WebSocket
+// message, and the messages reach the socket in as few writes as the
+// cork's buffer allows, all within the write timeout.
+func (c *conn) writeItems(items []item, scratch *[]byte) error {
+	c.nc.cork(c.s.cfg.WriteTimeout)
+	var err error
+	for i := range items {
+		b := items[i].frame
+		if t := items[i].touch; t != nil {
+			*scratch = t.encode((*scratch)[:0])
+			b = *scratch
+		}
+		// The socket's deadline bounds the writes: the context need not.
+		if err = c.ws.Write(context.Background(), websocket.MessageText, b); err != nil {
+			break
+		}
+	}
+	// Uncork even after a failure: a close frame another goroutine wrote
+	// meanwhile is in the buffer.
+	if uerr := c.nc.uncork(); err == nil {
+		err = uerr
+	}
+	return err
 }
 
 // cancelLoops ends both loops after a failed write.

@@ -21,10 +21,16 @@ type encoder struct {
 
 	mu    sync.Mutex
 	lsn   change.LSN
-	rows  map[*any][]byte    // one row's {"key":..,"values":[..]}
-	parts map[partKey][]byte // a delta's body after its id
+	rows  map[*any][]byte     // one row's {"key":..,"values":[..]}
+	parts map[partKey][]byte  // a delta's body after its id
+	whole map[frameKey][]byte // a whole delta frame, shared by the subscriptions with its id
 	colT  map[uint32]change.Type
 	rowN  int // rows encoded (not reused), for tests
+}
+
+type frameKey struct {
+	id string
+	partKey
 }
 
 type partKey struct {
@@ -35,7 +41,7 @@ type partKey struct {
 }
 
 func newEncoder(types change.TypeResolver) *encoder {
-	return &encoder{types: types, rows: map[*any][]byte{}, parts: map[partKey][]byte{}, colT: map[uint32]change.Type{}}
+	return &encoder{types: types, rows: map[*any][]byte{}, parts: map[partKey][]byte{}, whole: map[frameKey][]byte{}, colT: map[uint32]change.Type{}}
 }
 
 // resetLocked forgets cached encodings when a new transaction starts.
@@ -46,6 +52,7 @@ func (e *encoder) resetLocked(lsn change.LSN) {
 	e.lsn = lsn
 	clear(e.rows)
 	clear(e.parts)
+	clear(e.whole)
 }
 
 func (e *encoder) typeLocked(oid uint32) change.Type {
@@ -175,12 +182,6 @@ func (e *encoder) delta(id string, cols []query.Output, o *engine.Output) []byte
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.resetLocked(o.LSN)
-	b := make([]byte, 0, 64)
-	b = append(b, `{"type":"delta","id":`...)
-	b = wire.AppendString(b, id)
-	b = append(b, `,"lsn":"`...)
-	b = append(b, o.LSN.String()...)
-	b = append(b, '"')
 	count := isCount(cols)
 	pk := partKey{count: -1}
 	if len(o.Rows) > 0 {
@@ -196,9 +197,28 @@ func (e *encoder) delta(id string, cols []query.Output, o *engine.Output) []byte
 		pk.count = o.Count
 	}
 	shareable := pk.rows != nil || pk.removed != nil || pk.order != nil || count
+	// Subscriptions of one view on many connections often carry the same
+	// id (a client library's counter): their frames are the same bytes,
+	// built once and queued on every connection. Queued frames are never
+	// written to.
+	fk := frameKey{id, pk}
+	if shareable && !count {
+		if f, ok := e.whole[fk]; ok {
+			return f
+		}
+	}
+	b := make([]byte, 0, 64)
+	b = append(b, `{"type":"delta","id":`...)
+	b = wire.AppendString(b, id)
+	b = append(b, `,"lsn":"`...)
+	b = append(b, o.LSN.String()...)
+	b = append(b, '"')
 	if shareable {
 		if body, ok := e.parts[pk]; ok && len(body) > 0 {
 			b = append(b, body...)
+			if !count {
+				e.whole[fk] = b
+			}
 			return b
 		}
 	}
@@ -225,6 +245,7 @@ func (e *encoder) delta(id string, cols []query.Output, o *engine.Output) []byte
 	b = append(b, '}')
 	if shareable && !count {
 		e.parts[pk] = append([]byte(nil), b[start:]...)
+		e.whole[fk] = b
 	}
 	return b
 }

@@ -90,3 +90,29 @@ func TestEncodeShared(t *testing.T) {
 		t.Fatalf("rows encoded after the next transaction = %d, want 4", e.rowN)
 	}
 }
+
+// TestEncodeSharedFrame: subscriptions of one view carrying the same id
+// (on different connections) get the very same frame bytes, built once;
+// another id gets its own frame.
+func TestEncodeSharedFrame(t *testing.T) {
+	e := newEncoder(nil)
+	rows := []engine.ResultRow{{Key: "\x01", Values: []any{int64(7), numeric(t, "2"), "x"}}}
+	out := engine.Output{Kind: engine.OutputDelta, LSN: 0x40, Rows: rows}
+	first := e.delta("h", testCols, &out)
+	for i := range 100 {
+		b := e.delta("h", testCols, &out)
+		if &b[0] != &first[0] {
+			t.Fatalf("frame %d was built again, want the first frame's bytes", i)
+		}
+	}
+	other := e.delta("k", testCols, &out)
+	want := `{"type":"delta","id":"k","lsn":"0/40","upsert":[{"key":"AQ","values":["7","2","x"]}]}`
+	if string(other) != want {
+		t.Fatalf("got %s\nwant %s", other, want)
+	}
+	// The next transaction builds afresh.
+	out.LSN = 0x50
+	if b := e.delta("h", testCols, &out); &b[0] == &first[0] || !json.Valid(b) {
+		t.Fatalf("frame of the next transaction = %s, shares the previous one's bytes", b)
+	}
+}

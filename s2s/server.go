@@ -211,7 +211,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("the server holds %d connections, its limit (--max-connections)", s.cfg.MaxConnections))
 		return
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	cw := &corkWriter{ResponseWriter: w}
+	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		s.connN.Add(-1)
 		if held, ok := s.limiter.allow("bad_upgrade"); ok {
@@ -222,7 +223,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	c := newConn(s, ws, r.RemoteAddr)
+	c := newConn(s, ws, cw.cc, r.RemoteAddr)
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
