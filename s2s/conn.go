@@ -173,6 +173,10 @@ func (c *conn) subCounts() (rows, touch int) {
 // consumer.
 func (c *conn) push(b []byte) {
 	c.q.mu.Lock()
+	if c.q.closed {
+		c.q.mu.Unlock()
+		return // the connection is going; nothing more is sent
+	}
 	ok := c.q.pushLocked(b)
 	c.q.mu.Unlock()
 	if !ok {
@@ -466,7 +470,8 @@ func (c *conn) unsubscribe(id string) {
 	}
 }
 
-// writeLoop sends hello, lag frames on their cadence, and the queue.
+// writeLoop sends hello and the first lag frame, then the queue (the
+// server's lag loop queues the later lag frames).
 func (c *conn) writeLoop() {
 	cfg := c.s.cfg
 	hello, _ := wire.Encode(&wire.Hello{
@@ -482,8 +487,6 @@ func (c *conn) writeLoop() {
 		c.cancelLoops()
 		return
 	}
-	tick := time.NewTicker(cfg.LagInterval)
-	defer tick.Stop()
 	var items []item
 	var scratch []byte
 	for {
@@ -492,11 +495,6 @@ func (c *conn) writeLoop() {
 			return
 		case <-c.failed:
 			return
-		case <-tick.C:
-			if c.writeLag() != nil {
-				c.cancelLoops()
-				return
-			}
 		case <-c.q.ready:
 			items, _ = c.q.take(items)
 			if c.writeItems(items, &scratch) != nil {
@@ -546,15 +544,5 @@ func (c *conn) write(b []byte) error {
 }
 
 func (c *conn) writeLag() error {
-	ms, hb := c.s.lag(time.Now())
-	b := append([]byte(nil), `{"type":"lag","ms":`...)
-	if hb == nil {
-		b = append(b, "null}"...)
-	} else {
-		b = wire.AppendInt(b, ms)
-		b = append(b, `,"lsn":"`...)
-		b = append(b, hb.LSN.String()...)
-		b = append(b, `"}`...)
-	}
-	return c.write(b)
+	return c.write(c.s.lagFrame(time.Now()))
 }

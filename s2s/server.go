@@ -138,6 +138,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Tap != nil {
 		cfg.Tap.attach(s)
 	}
+	go s.lagLoop()
 	if cfg.Token == "" {
 		s.log.Warn("s2s: FRESHET_S2S_TOKEN is not set: anyone who can reach this port can read every followed table")
 	} else {
@@ -279,6 +280,48 @@ func (s *Server) Stats() Stats {
 		st.HeartbeatLSN = hb.LSN.String()
 	}
 	return st
+}
+
+// lagFrame encodes a lag frame for now.
+func (s *Server) lagFrame(now time.Time) []byte {
+	ms, hb := s.lag(now)
+	b := append([]byte(nil), `{"type":"lag","ms":`...)
+	if hb == nil {
+		return append(b, "null}"...)
+	}
+	b = wire.AppendInt(b, ms)
+	b = append(b, `,"lsn":"`...)
+	b = append(b, hb.LSN.String()...)
+	return append(b, `"}`...)
+}
+
+// lagLoop queues a lag frame on every connection each LagInterval: one
+// timer and one encoding for all of them, and the frame joins whatever
+// the connection's write loop drains next. Queued behind the
+// connection's other frames, a lag frame is late exactly when they are,
+// which is what a client watching the cadence should see.
+func (s *Server) lagLoop() {
+	tick := time.NewTicker(s.cfg.LagInterval)
+	defer tick.Stop()
+	var conns []*conn
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case now := <-tick.C:
+			b := s.lagFrame(now)
+			s.mu.Lock()
+			conns = conns[:0]
+			for c := range s.conns {
+				conns = append(conns, c)
+			}
+			s.mu.Unlock()
+			for _, c := range conns {
+				c.push(b)
+			}
+			clear(conns)
+		}
+	}
 }
 
 // lag is the age of the newest heartbeat passed.
