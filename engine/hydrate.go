@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -231,9 +229,9 @@ func beginSnapshot(ctx context.Context, pc *pgconn.PgConn) (Snapshot, error) {
 
 // readCol is one column of a read's result: how it decodes.
 type readCol struct {
-	typ    change.Type
-	oid    uint32
-	decode func(s string) (any, error) // nil: change.Decode
+	typ  change.Type
+	oid  uint32
+	fast fastKind // fastNone: change.Decode
 }
 
 // rowSlab is how many rows' values are allocated at once: fewer, larger
@@ -249,7 +247,7 @@ func (h *reader) rows(ctx context.Context, conn *pgxpool.Conn, req ReadRequest) 
 	for _, s := range req.Sources {
 		keyCol = append(keyCol, len(cols))
 		for _, c := range plan.Sources[s].Columns {
-			cols = append(cols, readCol{typ: c.Type, oid: c.TypeOID, decode: fastDecoder(c.Type, c.TypeOID)})
+			cols = append(cols, readCol{typ: c.Type, oid: c.TypeOID, fast: fastKindOf(c.Type, c.TypeOID)})
 		}
 	}
 	pc := conn.Conn().PgConn()
@@ -261,6 +259,7 @@ func (h *reader) rows(ctx context.Context, conn *pgxpool.Conn, req ReadRequest) 
 		return nil, false, fmt.Errorf("read %q: got %d columns, want %d", req.SQL, len(fds), len(cols))
 	}
 	var out []query.Row
+	var sl slabs
 	var rowsSlab [][]any
 	var valSlab []any
 	for rr.NextRow() {
@@ -299,7 +298,7 @@ func (h *reader) rows(ctx context.Context, conn *pgxpool.Conn, req ReadRequest) 
 				if b == nil {
 					continue
 				}
-				v, err := decodeText(cols[first+j], b, h.types)
+				v, err := decodeValue(&sl, cols[first+j], b, h.types)
 				if err != nil {
 					rr.Close()
 					return nil, false, fmt.Errorf("read %s.%s: %w", src.Alias, src.Columns[j].Name, err)
@@ -317,11 +316,12 @@ func (h *reader) rows(ctx context.Context, conn *pgxpool.Conn, req ReadRequest) 
 	return out, complete, nil
 }
 
-// decodeText decodes one column's text form. b is the connection's
-// buffer: nothing decoded may keep it.
-func decodeText(c readCol, b []byte, types change.TypeResolver) (any, error) {
-	if c.decode != nil {
-		v, err := c.decode(unsafe.String(unsafe.SliceData(b), len(b)))
+// decodeValue decodes one column's text form, into sl for the common
+// built-in types. b is the connection's buffer: nothing decoded may keep
+// it.
+func decodeValue(sl *slabs, c readCol, b []byte, types change.TypeResolver) (any, error) {
+	if c.fast != fastNone {
+		v, err := sl.decode(c.fast, unsafe.String(unsafe.SliceData(b), len(b)))
 		if err != nil {
 			return nil, fmt.Errorf("decode %s: %w", c.typ.Name, err)
 		}
@@ -332,50 +332,4 @@ func decodeText(c readCol, b []byte, types change.TypeResolver) (any, error) {
 		return change.Decode(c.typ, v, types)
 	}
 	return change.DecodeOID(c.oid, v, types)
-}
-
-// fastDecoder returns a decoder for the text form of the common built-in
-// types that goes straight to the change package's parser, without looking
-// the type up for every value; nil for others (decoded by change.Decode).
-// The decoded forms are change.Decode's (TestFastDecoders). A returned
-// value never refers to the string it was decoded from.
-func fastDecoder(t change.Type, oid uint32) func(string) (any, error) {
-	if t.OID != 0 && (t.OID != oid || t.Kind != change.KindBase) {
-		return nil
-	}
-	switch oid {
-	case change.OIDInt2, change.OIDInt4, change.OIDInt8:
-		return func(s string) (any, error) {
-			v, err := strconv.ParseInt(s, 10, 64)
-			if err != nil {
-				return nil, err
-			}
-			return v, nil
-		}
-	case change.OIDText, change.OIDVarchar, change.OIDBPChar, change.OIDName:
-		return func(s string) (any, error) { return strings.Clone(s), nil }
-	case change.OIDBool:
-		return func(s string) (any, error) {
-			switch s {
-			case "t":
-				return true, nil
-			case "f":
-				return false, nil
-			}
-			return nil, fmt.Errorf("parse bool %q: want t or f", s)
-		}
-	case change.OIDFloat8:
-		return func(s string) (any, error) { return change.ParseFloat(s, 64) }
-	case change.OIDNumeric:
-		return func(s string) (any, error) { return change.ParseNumeric(s) }
-	case change.OIDTimestamptz:
-		return func(s string) (any, error) { return change.ParseTimestamptz(s) }
-	case change.OIDTimestamp:
-		return func(s string) (any, error) { return change.ParseTimestamp(s) }
-	case change.OIDDate:
-		return func(s string) (any, error) { return change.ParseDate(s) }
-	case change.OIDUUID:
-		return func(s string) (any, error) { return change.ParseUUID(s) }
-	}
-	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/freshetdb/freshet/change"
 )
@@ -37,32 +38,81 @@ func sameDecoded(a, b any) bool {
 }
 
 // TestFastDecoders checks the read path's decoders give exactly what
-// change.Decode gives.
+// change.Decode gives. Every sample is decoded many times into one set of
+// slabs, from a buffer overwritten after each value as the connection's
+// is, and all are compared at the end: a value sharing storage with
+// another value or with the buffer shows up as a mismatch.
 func TestFastDecoders(t *testing.T) {
-	for oid, samples := range fastSamples {
-		typ, _ := change.BuiltinType(oid)
-		dec := fastDecoder(typ, oid)
-		if dec == nil {
-			t.Errorf("fastDecoder(%d) = nil, want a decoder", oid)
-			continue
-		}
-		for _, s := range samples {
-			want, err := change.DecodeOID(oid, change.TextValue(s), nil)
-			if err != nil {
-				t.Fatalf("DecodeOID(%d, %q): %v", oid, s, err)
+	type decoded struct {
+		oid  uint32
+		in   string
+		got  any
+		want any
+	}
+	var sl slabs
+	var all []decoded
+	buf := make([]byte, 0, 64)
+	for round := 0; round < 3*slabMax/len(fastSamples); round++ {
+		for oid, samples := range fastSamples {
+			typ, _ := change.BuiltinType(oid)
+			k := fastKindOf(typ, oid)
+			if k == fastNone {
+				t.Fatalf("fastKindOf(%d) = fastNone, want a decoder", oid)
 			}
-			got, err := dec(s)
-			if err != nil {
-				t.Errorf("fast decode %d %q: %v", oid, s, err)
-				continue
-			}
-			if !sameDecoded(got, want) {
-				t.Errorf("fast decode %d %q = %#v, want %#v", oid, s, got, want)
+			for _, s := range samples {
+				want, err := change.DecodeOID(oid, change.TextValue(s), nil)
+				if err != nil {
+					t.Fatalf("DecodeOID(%d, %q): %v", oid, s, err)
+				}
+				buf = append(buf[:0], s...)
+				got, err := sl.decode(k, unsafe.String(unsafe.SliceData(buf), len(buf)))
+				for i := range buf {
+					buf[i] = '#'
+				}
+				if err != nil {
+					t.Fatalf("fast decode %d %q: %v", oid, s, err)
+				}
+				all = append(all, decoded{oid, s, got, want})
 			}
 		}
 	}
-	if dec := fastDecoder(change.Type{OID: 99999, Kind: change.KindDomain, Base: change.OIDInt4}, 99999); dec != nil {
-		t.Errorf("fastDecoder of a domain: got a decoder, want nil")
+	for _, d := range all {
+		if !sameDecoded(d.got, d.want) {
+			t.Fatalf("fast decode %d %q = %#v, want %#v", d.oid, d.in, d.got, d.want)
+		}
+	}
+	if k := fastKindOf(change.Type{OID: 99999, Kind: change.KindDomain, Base: change.OIDInt4}, 99999); k != fastNone {
+		t.Errorf("fastKindOf of a domain = %d, want fastNone", k)
+	}
+}
+
+// TestFastDecodeErrors checks the fast decoders refuse what change.Decode
+// refuses.
+func TestFastDecodeErrors(t *testing.T) {
+	tests := []struct {
+		oid uint32
+		in  string
+	}{
+		{change.OIDInt4, "x"},
+		{change.OIDInt8, "99999999999999999999"},
+		{change.OIDBool, "x"},
+		{change.OIDNumeric, ""},
+		{change.OIDNumeric, "-"},
+		{change.OIDNumeric, "."},
+		{change.OIDNumeric, "1.2.3"},
+		{change.OIDNumeric, "12a"},
+		{change.OIDTimestamptz, "yesterday"},
+		{change.OIDUUID, "abc"},
+	}
+	for _, tt := range tests {
+		typ, _ := change.BuiltinType(tt.oid)
+		var sl slabs
+		if _, err := change.DecodeOID(tt.oid, change.TextValue(tt.in), nil); err == nil {
+			t.Fatalf("DecodeOID(%d, %q) accepted it; pick a sample it refuses", tt.oid, tt.in)
+		}
+		if got, err := sl.decode(fastKindOf(typ, tt.oid), tt.in); err == nil {
+			t.Errorf("fast decode %d %q = %#v, want an error", tt.oid, tt.in, got)
+		}
 	}
 }
 
@@ -79,8 +129,8 @@ func FuzzFastDecoders(f *testing.F) {
 		if !ok {
 			return
 		}
-		dec := fastDecoder(typ, oid)
-		if dec == nil {
+		k := fastKindOf(typ, oid)
+		if k == fastNone {
 			return
 		}
 		v, err := change.DecodeOID(oid, change.TextValue(s), nil)
@@ -95,12 +145,33 @@ func FuzzFastDecoders(f *testing.F) {
 		if err != nil {
 			t.Fatalf("DecodeOID(%d, %q) (printed from %q): %v", oid, canon, s, err)
 		}
-		got, err := dec(canon)
+		var sl slabs
+		got, err := sl.decode(k, canon)
 		if err != nil {
 			t.Fatalf("fast decode %d %q: %v", oid, canon, err)
 		}
 		if !sameDecoded(got, want) {
 			t.Fatalf("fast decode %d %q = %#v, want %#v", oid, canon, got, want)
+		}
+	})
+}
+
+// FuzzFastNumeric: the numeric fast path accepts what change.ParseNumeric
+// accepts, refuses what it refuses, and gives the same value, for any
+// input (not only numeric_out's forms).
+func FuzzFastNumeric(f *testing.F) {
+	for _, s := range append(fastSamples[change.OIDNumeric], "-0", "1.", ".5", "0001.10", "123456789012345678", "1234567890123456789", "1e3", " 1", "+1", "--1") {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, werr := change.ParseNumeric(s)
+		var sl slabs
+		got, gerr := sl.numeric(s)
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("numeric(%q) error %v, ParseNumeric error %v", s, gerr, werr)
+		}
+		if werr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("numeric(%q) = %#v, want %#v", s, got, want)
 		}
 	})
 }
