@@ -295,12 +295,13 @@ func (c *Cache) Read(ctx context.Context, sql string, params []wire.Param) (*Res
 	if c.subN.Load() >= int64(c.cfg.MaxSubscriptions) {
 		return nil, c.Bypass(ReasonLimit)
 	}
-	e := &entry{key: key, sql: sql, params: params, sock: s, born: time.Now(), verdict: make(chan struct{})}
+	now := time.Now()
+	e := &entry{key: key, sql: sql, params: params, sock: s, born: now, verdict: make(chan struct{})}
+	e.sentAt.Store(now.UnixNano()) // before it is visible: a second reader waits from here
 	if got, added := c.entries.SetIfAbsent(key, e); !added {
 		return c.wait(ctx, got)
 	}
 	c.subN.Add(1)
-	e.sentAt.Store(time.Now().UnixNano())
 	s.subscribe(e)
 	return c.wait(ctx, e)
 }
