@@ -200,3 +200,40 @@ func TestWrongToken(t *testing.T) {
 	e2.sqlDB, e2.conn = e2.open(srv.URL, func(c *readcache.Config) { c.Token = "right" })
 	e2.warm(func() error { _, err := e2.value(ctx, 1); return err })
 }
+
+// TestRefused: a query the engine refuses is read from PostgreSQL, and
+// remembered: the next read does not ask again.
+func TestRefused(t *testing.T) {
+	e := newEnv(t, smallSchema, nil)
+	ctx := context.Background()
+	e.warm(func() error { _, err := e.value(ctx, 1); return err })
+	const q = "SELECT DISTINCT v FROM kv ORDER BY v"
+	read := func() ([]string, error) {
+		rows, err := e.sqlDB.QueryContext(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var v string
+			if err := rows.Scan(&v); err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, rows.Err()
+	}
+	for i := 1; i <= 3; i++ {
+		got, err := read()
+		if err != nil || strings.Join(got, ",") != "one,two" {
+			t.Fatalf("read %d = %v, %v; want [one two]", i, got, err)
+		}
+		if n := e.conn.Cache().Stats().Postgres["refused"]; n != int64(i) {
+			t.Fatalf("refused reads = %d, want %d", n, i)
+		}
+	}
+	if st := e.conn.Cache().Stats(); st.Subscriptions != 1 || e.serverSubs() != 1 {
+		t.Fatalf("subscriptions: cache %d, engine %d; want 1 (the refused query holds none)", st.Subscriptions, e.serverSubs())
+	}
+}
