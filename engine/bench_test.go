@@ -67,15 +67,18 @@ func BenchmarkHydrate(b *testing.B) {
 		b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "rows/s")
 	})
 	b.Run("wire", func(b *testing.B) {
-		// The read's statement through the same protocol, rows received
-		// and dropped: the floor under the read, what decoding adds to.
+		// The read's statement through the same protocol and result
+		// formats, rows received and dropped: the floor under the read,
+		// what decoding adds to.
+		cols, _ := readColumns(req)
+		resultFormats := resultFormats(cols)
 		var n int
 		for b.Loop() {
 			c, err := pool.Acquire(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
-			rr := c.Conn().PgConn().ExecParams(ctx, sql, args, oids, formats, nil)
+			rr := c.Conn().PgConn().ExecParams(ctx, sql, args, oids, formats, resultFormats)
 			for rr.NextRow() {
 				n++
 			}

@@ -229,9 +229,10 @@ func beginSnapshot(ctx context.Context, pc *pgconn.PgConn) (Snapshot, error) {
 
 // readCol is one column of a read's result: how it decodes.
 type readCol struct {
-	typ  change.Type
-	oid  uint32
-	fast fastKind // fastNone: change.Decode
+	typ    change.Type
+	oid    uint32
+	fast   fastKind // fastNone: change.Decode
+	binary bool     // read in binary form
 }
 
 // rowSlab is how many rows' values are allocated at once: fewer, larger
@@ -242,21 +243,22 @@ const rowSlab = 64
 // rows runs req's SQL in the open transaction and decodes its rows.
 func (h *reader) rows(ctx context.Context, conn *pgxpool.Conn, req ReadRequest) ([]query.Row, bool, error) {
 	plan := req.Plan
-	var cols []readCol
-	var keyCol []int // per entry of req.Sources: index in cols of its first key column
-	for _, s := range req.Sources {
-		keyCol = append(keyCol, len(cols))
-		for _, c := range plan.Sources[s].Columns {
-			cols = append(cols, readCol{typ: c.Type, oid: c.TypeOID, fast: fastKindOf(c.Type, c.TypeOID)})
-		}
-	}
+	cols, keyCol := readColumns(req)
+	formats := resultFormats(cols)
 	pc := conn.Conn().PgConn()
-	// No result formats: every column comes in text form, which the change
-	// format decodes exactly for every type.
-	rr := pc.ExecParams(ctx, req.SQL, req.Args, req.ArgOIDs, req.ArgFormats, nil)
-	if fds := rr.FieldDescriptions(); fds != nil && len(fds) != len(cols) {
-		rr.Close()
-		return nil, false, fmt.Errorf("read %q: got %d columns, want %d", req.SQL, len(fds), len(cols))
+	rr := pc.ExecParams(ctx, req.SQL, req.Args, req.ArgOIDs, req.ArgFormats, formats)
+	if fds := rr.FieldDescriptions(); fds != nil {
+		if len(fds) != len(cols) {
+			rr.Close()
+			return nil, false, fmt.Errorf("read %q: got %d columns, want %d", req.SQL, len(fds), len(cols))
+		}
+		for i, c := range cols {
+			if c.binary && fds[i].DataTypeOID != c.oid {
+				// The column was retyped since the plan was made: decode
+				// by the type the server sends.
+				cols[i].fast, cols[i].oid, cols[i].typ = fastNone, fds[i].DataTypeOID, change.Type{}
+			}
+		}
 	}
 	var out []query.Row
 	var sl slabs
@@ -316,10 +318,47 @@ func (h *reader) rows(ctx context.Context, conn *pgxpool.Conn, req ReadRequest) 
 	return out, complete, nil
 }
 
-// decodeValue decodes one column's text form, into sl for the common
-// built-in types. b is the connection's buffer: nothing decoded may keep
+// readColumns returns the columns of req's result, and for each entry of
+// req.Sources the index in them of its first (key) column.
+func readColumns(req ReadRequest) (cols []readCol, keyCol []int) {
+	for _, s := range req.Sources {
+		keyCol = append(keyCol, len(cols))
+		for _, c := range req.Plan.Sources[s].Columns {
+			k := fastKindOf(c.Type, c.TypeOID)
+			cols = append(cols, readCol{typ: c.Type, oid: c.TypeOID, fast: k, binary: k.binaryForm()})
+		}
+	}
+	return cols, keyCol
+}
+
+// resultFormats returns the result format codes for cols. Columns come in
+// text form, which the change format decodes exactly for every type,
+// except the fixed-size types whose binary form is their value
+// (fastKind.binaryForm).
+func resultFormats(cols []readCol) []int16 {
+	formats := make([]int16, len(cols))
+	for i, c := range cols {
+		if c.binary {
+			formats[i] = 1
+		}
+	}
+	return formats
+}
+
+// decodeValue decodes one column's value (text or binary form, as the
+// column is read), into sl for the common built-in types. b is the connection's buffer: nothing decoded may keep
 // it.
 func decodeValue(sl *slabs, c readCol, b []byte, types change.TypeResolver) (any, error) {
+	if c.binary {
+		if c.fast != fastNone {
+			v, err := sl.decodeBinary(c.fast, b)
+			if err != nil {
+				return nil, fmt.Errorf("decode %s: %w", c.typ.Name, err)
+			}
+			return v, nil
+		}
+		return change.DecodeOID(c.oid, change.Value{Kind: change.Binary, Data: b}, types)
+	}
 	if c.fast != fastNone {
 		v, err := sl.decode(c.fast, unsafe.String(unsafe.SliceData(b), len(b)))
 		if err != nil {
