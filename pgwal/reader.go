@@ -55,7 +55,16 @@ const (
 	// transactions cost the same either way.
 	defaultProtoVersion = 2
 
-	queueLen       = 256 // XLogData messages between the receiver and the consumer
+	// The receiver hands XLogData to the consumer in batches: the
+	// messages pgconn has already buffered go in one batch, so a wake-up
+	// of the consumer costs one channel operation for up to maxBatchMsgs
+	// messages rather than one each. At most queueLen*maxBatchMsgs (256,
+	// as many as the queue held one by one before) wait in the queue.
+	queueLen       = 4        // batches between the receiver and the consumer
+	maxBatchMsgs   = 64       // most messages in one batch
+	maxBatchBytes  = 64 << 10 // a batch is handed over once it holds this many bytes
+	maxPooledBatch = 1 << 20  // batch buffers up to this size are reused
+
 	backoffMin     = 200 * time.Millisecond
 	backoffMax     = 15 * time.Second
 	cleanupTimeout = 10 * time.Second
@@ -189,10 +198,11 @@ func HeartbeatPrefix(slot string) string { return "freshet.heartbeat." + slot }
 // out its committed transactions in commit order.
 //
 // One goroutine receives from the walsender: it answers keepalives at once
-// and hands XLogData to Next through a bounded queue, while a second one
-// sends standby status updates, so a consumer that stops calling Next
-// slows the stream (TCP backpressure) but never lets wal_sender_timeout
-// drop the connection.
+// and hands XLogData to Next through a bounded queue, in batches of
+// whatever it has already read from the socket, while a second one sends
+// standby status updates, so a consumer that stops calling Next slows the
+// stream (TCP backpressure) but never lets wal_sender_timeout drop the
+// connection.
 type Reader struct {
 	cfg   Config
 	start change.LSN // the slot's position at Open
@@ -201,7 +211,7 @@ type Reader struct {
 	types *typeCache
 	hb    *heartbeater
 
-	queue  chan item
+	queue  chan *batch
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -223,6 +233,9 @@ type Reader struct {
 	decClosed  bool
 	dec        *Decoder
 	peeked     change.Event // the decoder's next ready event, taken early
+	cur        *batch       // the batch being decoded
+	curAt      int          // next message of cur
+	decoded    int          // messages decoded and not yet taken off inflight
 	inTxn      bool
 	streams    map[uint32]struct{} // protocol 2: streamed xids neither committed nor aborted
 	lastCommit change.LSN          // commit LSN of the newest whole transaction delivered
@@ -240,15 +253,34 @@ type partialTxn struct {
 	skip     int // non-relation changes still to skip in the resent copy
 }
 
-// item is one entry of the receive queue.
-type item struct {
-	data     []byte
-	walStart change.LSN
-	reset    bool  // a new session begins: decode with a fresh Decoder
-	err      error // the stream cannot go on
+// batch is one entry of the receive queue: XLogData messages, copied
+// one after another into buf, or a control entry (reset, err).
+type batch struct {
+	buf   []byte
+	msgs  []batchMsg
+	reset bool  // a new session begins: decode with a fresh Decoder
+	err   error // the stream cannot go on
 }
 
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+// batchMsg is one XLogData payload of a batch: buf[start:end].
+type batchMsg struct {
+	start, end int
+	walStart   change.LSN
+}
+
+var batchPool = sync.Pool{New: func() any { return &batch{buf: make([]byte, 0, 64<<10)} }}
+
+func getBatch() *batch { return batchPool.Get().(*batch) }
+
+// putBatch recycles b once every message in it is decoded (the Decoder
+// copies what it keeps).
+func putBatch(b *batch) {
+	if cap(b.buf) > maxPooledBatch || b.reset || b.err != nil {
+		return
+	}
+	b.buf, b.msgs = b.buf[:0], b.msgs[:0]
+	batchPool.Put(b)
+}
 
 // Open checks the server, creates the slot and publication when asked,
 // and starts streaming from cfg.StartLSN (or where the slot stands).
@@ -271,7 +303,7 @@ func Open(ctx context.Context, cfg Config) (*Reader, error) {
 	r := &Reader{
 		cfg:        cfg,
 		log:        log,
-		queue:      make(chan item, queueLen),
+		queue:      make(chan *batch, queueLen),
 		quiet:      true,
 		streams:    map[uint32]struct{}{},
 		lastCommit: max(cfg.StartLSN, res.ConfirmedFlush),
@@ -387,20 +419,34 @@ func (r *Reader) Next(ctx context.Context) (change.Event, error) {
 					r.err = fmt.Errorf("decode: %w", err)
 				}
 				r.mu.Lock()
+				r.inflight -= r.decoded
+				r.decoded = 0
 				r.quiet = r.peeked == nil && !r.inTxn && len(r.streams) == 0
 				r.mu.Unlock()
 				return out, nil
 			}
+			if b := r.cur; b != nil && r.curAt < len(b.msgs) {
+				m := b.msgs[r.curAt]
+				r.curAt++
+				r.decode(b.buf[m.start:m.end], m.walStart)
+				continue
+			}
 			r.mu.Lock()
+			r.inflight -= r.decoded
+			r.decoded = 0
 			r.quiet = !r.inTxn && len(r.streams) == 0
 			r.mu.Unlock()
 		}
-		var it item
+		if r.cur != nil {
+			putBatch(r.cur)
+			r.cur, r.curAt = nil, 0
+		}
+		var b *batch
 		var ok bool
 		var waitErr error
 		r.decMu.Unlock()
 		select {
-		case it, ok = <-r.queue:
+		case b, ok = <-r.queue:
 		case <-ctx.Done():
 			waitErr = ctx.Err()
 		case <-r.ctx.Done():
@@ -413,12 +459,15 @@ func (r *Reader) Next(ctx context.Context) (change.Event, error) {
 			return nil, ErrClosed
 		}
 		switch {
-		case it.err != nil:
-			r.err = it.err
-		case it.reset:
+		case b.err != nil:
+			r.err = b.err
+		case b.reset:
 			r.newDecoder()
 		default:
-			r.decode(it)
+			r.mu.Lock()
+			r.quiet = false
+			r.mu.Unlock()
+			r.cur, r.curAt = b, 0
 		}
 	}
 }
@@ -445,12 +494,8 @@ func (r *Reader) newDecoder() {
 // decode feeds one XLogData payload to the decoder, keeping track of
 // whether a transaction is open so the idle acknowledgement never skips
 // one.
-func (r *Reader) decode(it item) {
-	r.mu.Lock()
-	r.inflight--
-	r.quiet = false
-	r.mu.Unlock()
-	msg := it.data
+func (r *Reader) decode(msg []byte, walStart change.LSN) {
+	r.decoded++
 	if len(msg) > 0 {
 		switch msg[0] {
 		case 'B':
@@ -471,13 +516,8 @@ func (r *Reader) decode(it item) {
 			}
 		}
 	}
-	err := r.dec.Decode(msg, it.walStart)
-	if cap(it.data) <= 64<<10 {
-		b := it.data[:0]
-		bufPool.Put(&b)
-	}
-	if err != nil {
-		r.err = fmt.Errorf("decode message at %s: %w", it.walStart, err)
+	if err := r.dec.Decode(msg, walStart); err != nil {
+		r.err = fmt.Errorf("decode message at %s: %w", walStart, err)
 	}
 }
 
@@ -680,7 +720,7 @@ func (r *Reader) run(s *session) {
 	defer close(r.queue)
 	backoff := backoffMin
 	for {
-		if !r.push(item{reset: true}) {
+		if !r.push(&batch{reset: true}) {
 			s.conn.Close(context.Background())
 			return
 		}
@@ -697,7 +737,7 @@ func (r *Reader) run(s *session) {
 			var fatal *fatalError
 			if errors.As(err, &fatal) {
 				r.log.Error("replication stopped", "err", err)
-				r.push(item{err: fatal.err})
+				r.push(&batch{err: fatal.err})
 				return
 			}
 			r.log.Warn("replication connection lost; reconnecting", "err", err, "retry_in", backoff)
@@ -725,10 +765,10 @@ func (r *Reader) flushedPos() change.LSN {
 	return r.flushed
 }
 
-// push hands an item to Next, or gives up when the reader closes.
-func (r *Reader) push(it item) bool {
+// push hands a batch to Next, or gives up when the reader closes.
+func (r *Reader) push(b *batch) bool {
 	select {
-	case r.queue <- it:
+	case r.queue <- b:
 		return true
 	case <-r.ctx.Done():
 		return false
@@ -756,6 +796,34 @@ func (r *Reader) stream(s *session) error {
 		s.conn.Close(context.Background())
 	}()
 
+	// XLogData read and not yet handed over: b holds them, pending counts
+	// those not yet in r.inflight, received is the newest WALStart.
+	b := getBatch()
+	pending := 0
+	var received change.LSN
+	// account adds what was read to what the status updates see. It runs
+	// before a keepalive's WAL end is recorded, so the idle
+	// acknowledgement never passes a message still in hand.
+	account := func() {
+		r.mu.Lock()
+		r.inflight += pending
+		r.received = max(r.received, received)
+		r.mu.Unlock()
+		pending = 0
+	}
+	defer func() {
+		// What was read before the connection failed is delivered, as
+		// the keepalives read with it may already let the idle
+		// acknowledgement pass it. Only Close drops it.
+		account()
+		if len(b.msgs) > 0 && r.push(b) {
+			return
+		}
+		r.mu.Lock()
+		r.inflight -= len(b.msgs)
+		r.mu.Unlock()
+	}()
+	fe := s.conn.Frontend()
 	for {
 		msg, err := s.conn.ReceiveMessage(context.Background())
 		if err != nil {
@@ -778,6 +846,7 @@ func (r *Reader) stream(s *session) error {
 				return err
 			}
 			if ka != nil {
+				account()
 				r.mu.Lock()
 				r.kaEnd = max(r.kaEnd, ka.ServerWALEnd)
 				r.received = max(r.received, ka.ServerWALEnd)
@@ -788,36 +857,39 @@ func (r *Reader) stream(s *session) error {
 					default:
 					}
 				}
-				continue
+				break
 			}
-			bp := bufPool.Get().(*[]byte)
-			data := append((*bp)[:0], x.Data...)
-			r.mu.Lock()
-			r.inflight++
-			r.received = max(r.received, x.WALStart)
-			r.mu.Unlock()
-			it := item{data: data, walStart: x.WALStart}
-			select {
-			case r.queue <- it:
-				continue
-			default:
-			}
-			s.blocked.Store(true)
-			select {
-			case r.queue <- it:
-				s.blocked.Store(false)
-			case <-ctx.Done():
-				r.mu.Lock()
-				r.inflight--
-				r.mu.Unlock()
-				return ctx.Err()
-			}
+			start := len(b.buf)
+			b.buf = append(b.buf, x.Data...)
+			b.msgs = append(b.msgs, batchMsg{start: start, end: len(b.buf), walStart: x.WALStart})
+			pending++
+			received = max(received, x.WALStart)
 		case *pgproto3.ErrorResponse:
 			return pgconn.ErrorResponseToPgError(m)
 		case *pgproto3.CopyDone:
 			return errors.New("the server ended the replication stream (CopyDone)")
 		default:
 			// NoticeResponse, ParameterStatus: nothing to do.
+		}
+		// Hand the batch over once nothing more is buffered (the next
+		// receive would wait for the network) or it is full.
+		if len(b.msgs) == 0 || fe.ReadBufferLen() > 0 && len(b.msgs) < maxBatchMsgs && len(b.buf) < maxBatchBytes {
+			continue
+		}
+		account()
+		select {
+		case r.queue <- b:
+			b = getBatch()
+			continue
+		default:
+		}
+		s.blocked.Store(true)
+		select {
+		case r.queue <- b:
+			s.blocked.Store(false)
+			b = getBatch()
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }

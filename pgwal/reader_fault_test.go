@@ -52,8 +52,21 @@ func TestTerminateWalsenderMidStream(t *testing.T) {
 			const txns, rows = 300, 25
 			writer := connect(t, db.DSN)
 			done := make(chan error, 1)
+			// The writer writes quarter q+2 only after kill q, so each
+			// kill lands on a stream that a live walsender is still
+			// sending: the reader cannot have queued the rest of the
+			// stream before the kill and end with fewer than 3 kills.
+			killed := make(chan struct{}, 3)
 			go func() {
 				for i := 0; i < txns; i++ {
+					if q := i / (txns / 4); q >= 2 && i%(txns/4) == 0 {
+						select {
+						case <-killed:
+						case <-time.After(60 * time.Second):
+							done <- fmt.Errorf("quarter %d: kill %d never came", q+1, q-1)
+							return
+						}
+					}
 					if _, err := writer.Exec(context.Background(), `INSERT INTO t SELECT g FROM generate_series($1::int, $2::int) g`, i*rows+1, (i+1)*rows); err != nil {
 						done <- err
 						return
@@ -96,6 +109,7 @@ func TestTerminateWalsenderMidStream(t *testing.T) {
 					}
 					if ok {
 						kills++
+						killed <- struct{}{}
 					}
 				}
 			}
