@@ -510,7 +510,7 @@ func (c *conn) writeLoop() {
 // message, and the messages reach the socket in as few writes as the
 // cork's buffer allows, all within the write timeout.
 func (c *conn) writeItems(items []item, scratch *[]byte) error {
-	c.nc.cork(c.s.cfg.WriteTimeout)
+	c.nc.cork()
 	var err error
 	for i := range items {
 		b := items[i].frame

@@ -21,10 +21,28 @@ const corkMax = 64 << 10
 type corkConn struct {
 	net.Conn
 
-	mu     sync.Mutex
-	corked bool
-	buf    []byte
-	err    error // a failed write: the stream is cut, every later write fails
+	mu      sync.Mutex
+	corked  bool
+	buf     []byte
+	err     error         // a failed write: the stream is cut, every later write fails
+	timeout time.Duration // the socket's write deadline is kept between 0.9 and 1 times this ahead
+	armed   time.Time     // when the deadline was last set
+}
+
+// armLocked keeps the socket's write deadline at least 0.9 times the
+// timeout ahead, setting it at most once per tenth of the timeout rather
+// than around every drain (setting a deadline costs as much as a small
+// write).
+func (c *corkConn) armLocked() {
+	if c.timeout <= 0 {
+		return
+	}
+	now := time.Now()
+	if now.Sub(c.armed) < c.timeout/10 {
+		return
+	}
+	c.armed = now
+	_ = c.Conn.SetWriteDeadline(now.Add(c.timeout))
 }
 
 // Write implements net.Conn. Writes made while corked (by the write loop,
@@ -36,6 +54,7 @@ func (c *corkConn) Write(p []byte) (int, error) {
 	if c.err != nil {
 		return 0, c.err
 	}
+	c.armLocked()
 	if !c.corked {
 		n, err := c.Conn.Write(p)
 		c.err = err
@@ -65,15 +84,11 @@ func (c *corkConn) flushLocked() error {
 	return err
 }
 
-// cork starts buffering writes; every write to the socket until uncork
-// must finish within timeout.
-func (c *corkConn) cork(timeout time.Duration) {
+// cork starts buffering writes.
+func (c *corkConn) cork() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.corked = true
-	if timeout > 0 {
-		_ = c.Conn.SetWriteDeadline(time.Now().Add(timeout))
-	}
+	c.mu.Unlock()
 }
 
 // uncork writes what was buffered and stops buffering.
@@ -83,9 +98,9 @@ func (c *corkConn) uncork() error {
 	c.corked = false
 	err := c.err
 	if err == nil {
+		c.armLocked()
 		err = c.flushLocked()
 	}
-	_ = c.Conn.SetWriteDeadline(time.Time{})
 	if cap(c.buf) > corkMax {
 		c.buf = nil // a burst's buffer is not kept for an idle connection
 	}
@@ -96,13 +111,19 @@ func (c *corkConn) uncork() error {
 // Hijack returns the connection wrapped in a corkConn.
 type corkWriter struct {
 	http.ResponseWriter
-	cc *corkConn
+	timeout time.Duration
+	cc      *corkConn
 }
 
 // Unwrap lets http.ResponseController reach the server's writer.
 func (w *corkWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Hijack implements http.Hijacker.
+//
+// Every write to the socket then finishes within the corkWriter's timeout
+// (0 is none): the library's own timeouts close the connection on a
+// context, and the cork's buffered writes are bounded by the socket's
+// deadline.
 func (w *corkWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	nc, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err != nil {
@@ -118,7 +139,7 @@ func (w *corkWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		nc.Close()
 		return nil, nil, errors.New("connection hijacked twice")
 	}
-	w.cc = &corkConn{Conn: nc}
+	w.cc = &corkConn{Conn: nc, timeout: w.timeout}
 	brw.Writer.Reset(w.cc)
 	return w.cc, brw, nil
 }

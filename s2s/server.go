@@ -55,7 +55,9 @@ type Config struct {
 	// SubscribeTimeout bounds compiling a query (hydration is not bounded
 	// by it: the engine's read timeout is).
 	SubscribeTimeout time.Duration
-	// WriteTimeout bounds one frame's write to the socket.
+	// WriteTimeout bounds a write to the socket: one frame, or the frames
+	// a connection's write loop drains at once (a deadline at least 0.9
+	// times it ahead).
 	WriteTimeout time.Duration
 	// ServerVersion, SystemIdentifier and Database are sent in hello.
 	ServerVersion    string
@@ -212,7 +214,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("the server holds %d connections, its limit (--max-connections)", s.cfg.MaxConnections))
 		return
 	}
-	cw := &corkWriter{ResponseWriter: w}
+	cw := &corkWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout}
 	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		s.connN.Add(-1)
