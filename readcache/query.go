@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/freshetdb/freshet/wire"
@@ -15,6 +17,27 @@ import (
 // (after whitespace, comments and opening parentheses) and does not lock
 // rows. Anything else goes to PostgreSQL unasked.
 func IsSelect(sql string) bool {
+	if v, ok := selectMemo.Load(sql); ok {
+		return v.(bool)
+	}
+	ok := isSelect(sql)
+	if selectMemoN.Load() < maxSelectMemo {
+		if _, loaded := selectMemo.LoadOrStore(sql, ok); !loaded {
+			selectMemoN.Add(1)
+		}
+	}
+	return ok
+}
+
+// A program sends the same few statements again and again: their
+// verdicts are remembered (up to maxSelectMemo of them).
+var (
+	selectMemo    sync.Map
+	selectMemoN   atomic.Int64
+	maxSelectMemo int64 = 10_000
+)
+
+func isSelect(sql string) bool {
 	s := skipSpace(sql)
 	for strings.HasPrefix(s, "(") {
 		s = skipSpace(s[1:])
