@@ -140,7 +140,7 @@ func (c *Conn) query(ctx context.Context, query string, args []driver.NamedValue
 	r.funcs = c.funcs[res]
 	if r.funcs == nil {
 		r.makeFuncs()
-		if len(c.funcs) >= 256 {
+		if len(c.funcs) >= 32 { // each pins an old Result: keep few
 			clear(c.funcs)
 		}
 		c.funcs[res] = r.funcs
