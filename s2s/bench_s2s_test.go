@@ -141,6 +141,15 @@ func TestBenchS2S(t *testing.T) {
 		client = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 		return
 	}
+	// load is the machine's load average: the box is shared, and the
+	// figures mean little without it.
+	load := func() string {
+		b, _ := os.ReadFile("/proc/loadavg")
+		if f := bytes.Fields(b); len(f) >= 3 {
+			return string(bytes.Join(f[:3], []byte(" ")))
+		}
+		return "?"
+	}
 	pct := func(all []int64, p float64) float64 {
 		if len(all) == 0 {
 			return 0
@@ -174,8 +183,8 @@ func TestBenchS2S(t *testing.T) {
 		}
 		slices.Sort(all)
 		s1, c1 := cpu()
-		t.Logf("latency sockets=%d txns=%d frames=%d p50=%.2fms p99=%.2fms max=%.2fms (CPU s: server %.1f, client %.1f)",
-			n, txns, len(all), pct(all, 0.5), pct(all, 0.99), pct(all, 1), s1-s0, c1-c0)
+		t.Logf("latency sockets=%d txns=%d frames=%d p50=%.2fms p99=%.2fms max=%.2fms (CPU s: server %.1f, client %.1f; load %s)",
+			n, txns, len(all), pct(all, 0.5), pct(all, 0.99), pct(all, 1), s1-s0, c1-c0, load())
 		if n == 1000 {
 			// Fan-out: the writer commits as fast as one connection can
 			// for 5 s; count the rows delivered to all sockets.
@@ -209,8 +218,8 @@ func TestBenchS2S(t *testing.T) {
 			}
 			slices.Sort(lat)
 			s1, c1 := cpu()
-			t.Logf("fan-out sockets=1000 txns=%d (%.0f/s) rows delivered=%d in %.1fs = %.0f rows/s; latency p50=%.2fms p99=%.2fms (CPU s: server %.1f, client %.1f)",
-				txns, float64(txns)/wrote.Seconds(), total, elapsed.Seconds(), float64(total)/elapsed.Seconds(), pct(lat, 0.5), pct(lat, 0.99), s1-s0, c1-c0)
+			t.Logf("fan-out sockets=1000 txns=%d (%.0f/s) rows delivered=%d in %.1fs = %.0f rows/s; latency p50=%.2fms p99=%.2fms (CPU s: server %.1f, client %.1f; load %s)",
+				txns, float64(txns)/wrote.Seconds(), total, elapsed.Seconds(), float64(total)/elapsed.Seconds(), pct(lat, 0.5), pct(lat, 0.99), s1-s0, c1-c0, load())
 		}
 		for _, s := range socks {
 			s.ws.Close(websocket.StatusNormalClosure, "")
