@@ -23,18 +23,32 @@ var (
 	buildErr  error
 )
 
-// Binary builds cmd/freshet once and returns its path.
+// Binary builds cmd/freshet once per test process and returns its path:
+// always the same file (os.TempDir()/freshet-readcache-bin/freshet),
+// replaced by rename, so runs leave one binary behind, not one each.
 func Binary() (string, error) {
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "freshet-readcache-")
+		dir := filepath.Join(os.TempDir(), "freshet-readcache-bin")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			buildErr = err
+			return
+		}
+		tmp, err := os.CreateTemp(dir, "build-*")
 		if err != nil {
 			buildErr = err
 			return
 		}
-		binPath = filepath.Join(dir, "freshet")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/freshetdb/freshet/cmd/freshet").CombinedOutput()
+		tmp.Close()
+		out, err := exec.Command("go", "build", "-o", tmp.Name(), "github.com/freshetdb/freshet/cmd/freshet").CombinedOutput()
 		if err != nil {
+			os.Remove(tmp.Name())
 			buildErr = fmt.Errorf("go build cmd/freshet: %v\n%s", err, out)
+			return
+		}
+		binPath = filepath.Join(dir, "freshet")
+		if err := os.Rename(tmp.Name(), binPath); err != nil {
+			os.Remove(tmp.Name())
+			buildErr = err
 		}
 	})
 	return binPath, buildErr
