@@ -351,7 +351,7 @@ func resultFormats(cols []readCol) []int16 {
 func decodeValue(sl *slabs, c readCol, b []byte, types change.TypeResolver) (any, error) {
 	if c.binary {
 		if c.fast != fastNone {
-			v, err := sl.decodeBinary(c.fast, b)
+			v, err := sl.decodeBinary(c.fast, c.oid, b)
 			if err != nil {
 				return nil, fmt.Errorf("decode %s: %w", c.typ.Name, err)
 			}

@@ -76,22 +76,22 @@ func (k fastKind) binaryForm() bool {
 }
 
 // decodeBinary decodes b, the binary send form of a value of kind k (one
-// whose binaryForm is true). b may be the connection's buffer: nothing
-// returned refers to it.
-func (sl *slabs) decodeBinary(k fastKind, b []byte) (any, error) {
+// whose binaryForm is true) and type oid. b may be the connection's
+// buffer: nothing returned refers to it.
+func (sl *slabs) decodeBinary(k fastKind, oid uint32, b []byte) (any, error) {
 	be := binary.BigEndian
 	switch k {
 	case fastInt:
 		var n int64
-		switch len(b) {
-		case 2:
+		switch {
+		case oid == change.OIDInt2 && len(b) == 2:
 			n = int64(int16(be.Uint16(b)))
-		case 4:
+		case oid == change.OIDInt4 && len(b) == 4:
 			n = int64(int32(be.Uint32(b)))
-		case 8:
+		case oid == change.OIDInt8 && len(b) == 8:
 			n = int64(be.Uint64(b))
 		default:
-			return nil, fmt.Errorf("binary integer of %d bytes, want 2, 4 or 8", len(b))
+			return nil, fmt.Errorf("binary integer of type %d and %d bytes, want int2 of 2, int4 of 4 or int8 of 8", oid, len(b))
 		}
 		p := sl.ints.next()
 		*p = n

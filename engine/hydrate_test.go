@@ -235,7 +235,7 @@ func TestFastBinary(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: decode binary: %v", sql, err)
 			}
-			got, err := sl.decodeBinary(k, res.Rows[0][1])
+			got, err := sl.decodeBinary(k, oid, res.Rows[0][1])
 			if err != nil {
 				t.Fatalf("%s: fast binary decode: %v", sql, err)
 			}
@@ -266,7 +266,7 @@ func FuzzFastBinary(f *testing.F) {
 		}
 		want, werr := change.DecodeOID(oid, change.Value{Kind: change.Binary, Data: b}, nil)
 		var sl slabs
-		got, gerr := sl.decodeBinary(k, b)
+		got, gerr := sl.decodeBinary(k, oid, b)
 		if (werr == nil) != (gerr == nil) {
 			t.Fatalf("decodeBinary(%d, %x) error %v, change.Decode error %v", oid, b, gerr, werr)
 		}
