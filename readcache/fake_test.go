@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +25,10 @@ type fakeEngine struct {
 	mu    sync.Mutex
 	conns map[*websocket.Conn]map[string]string // sql -> id
 	hello wire.Hello
+	// silent: subscribes get no answer.
+	silent bool
+	// busy: upgrades are answered 503.
+	busy atomic.Bool
 }
 
 func newFakeEngine(t *testing.T) *fakeEngine {
@@ -37,6 +42,10 @@ func newFakeEngine(t *testing.T) *fakeEngine {
 func (f *fakeEngine) url() string { return "ws" + strings.TrimPrefix(f.srv.URL, "http") + wire.Path }
 
 func (f *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
+	if f.busy.Load() {
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+		return
+	}
 	ws, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return
@@ -76,7 +85,7 @@ func (f *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			continue
 		}
-		if s, ok := fr.(*wire.Subscribe); ok {
+		if s, ok := fr.(*wire.Subscribe); ok && !f.silent {
 			f.mu.Lock()
 			f.conns[ws][s.SQL] = s.ID
 			f.mu.Unlock()
@@ -160,6 +169,7 @@ func TestDroppedSocketDropsOnlyItsKeys(t *testing.T) {
 			return ""
 		})
 	}
+	f.busy.Store(true) // the dropped socket stays down until we say
 	if !f.drop(a) {
 		t.Fatal("no connection holds " + a)
 	}
@@ -172,6 +182,13 @@ func TestDroppedSocketDropsOnlyItsKeys(t *testing.T) {
 	if _, r := c.Read(ctx, b, nil); r != ReasonNone {
 		t.Fatalf("read of the other socket's key: %v, want a hit", r)
 	}
+	eventually(t, func() string {
+		if err := c.LastConnectError(); err == nil || !strings.Contains(err.Error(), "503") {
+			return "LastConnectError() = " + errString(err) + ", want 503"
+		}
+		return ""
+	})
+	f.busy.Store(false)
 	eventually(t, func() string {
 		if _, r := c.Read(ctx, a, nil); r != ReasonNone {
 			return "after reconnecting: " + r.String()
@@ -245,4 +262,39 @@ func errString(err error) string {
 		return "<nil>"
 	}
 	return err.Error()
+}
+
+// TestVerdictTimeout: with no answer from the engine, a read waits
+// VerdictTimeout and goes to PostgreSQL; later reads of the same key do
+// not wait again.
+func TestVerdictTimeout(t *testing.T) {
+	f := newFakeEngine(t)
+	f.silent = true
+	cfg := DefaultConfig()
+	cfg.URL, cfg.Logger = f.url(), slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.VerdictTimeout = 50 * time.Millisecond
+	c, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Verify(Identity{SystemIdentifier: "1", Database: "db"}, nil)
+	ctx := context.Background()
+	eventually(t, func() string {
+		if _, r := c.Read(ctx, "SELECT 1", nil); r != ReasonTimeout {
+			return "first read: " + r.String()
+		}
+		return ""
+	})
+	for i := 0; i < 3; i++ {
+		if _, r := c.Read(ctx, "SELECT 1", nil); r != ReasonTimeout {
+			t.Fatalf("read %d: %v, want timeout", i, r)
+		}
+	}
+	if got := c.Stats().Postgres["timeout"]; got < 4 {
+		t.Fatalf("timeouts = %d, want at least 4", got)
+	}
+	if got := c.Stats().Subscriptions; got != 1 {
+		t.Fatalf("subscriptions = %d, want 1 (one subscribe for the key)", got)
+	}
 }
