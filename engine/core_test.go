@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/freshetdb/freshet/change"
@@ -298,5 +299,41 @@ func TestJoin(t *testing.T) {
 	h.note("a parent key change orphans its books")
 	h.update("authors", []string{"3"}, "4", "cy")
 	h.commit(0)
+	golden(t, h)
+}
+
+// TestTextIdentity: a row changes for its subscribers when its text form
+// changes, not when '=' fails: float8 0 <-> -0 and numeric 1.5 -> 1.50 are
+// deltas (the client would keep the old text otherwise), NaN -> NaN and an
+// unchanged numeric are not (engine-bugs.md #1).
+func TestTextIdentity(t *testing.T) {
+	h := newHarness(t, CoreOptions{})
+	h.createTable("f", []string{"id int4 pk", "x float8", "n numeric"})
+	h.insert("f", "1", "-0", "1.5")
+	h.insert("f", "2", "0", "2")
+	h.insert("f", "3", "NaN", "NaN")
+	h.commit(0)
+	h.subscribe(1, "SELECT id, x, n FROM f", ModeRows)
+	h.answerAll()
+	tests := []struct {
+		note  string
+		apply func()
+		want  int
+	}{
+		{"-0 -> 0: delta", func() { h.update("f", nil, "1", "0", "1.5") }, 1},
+		{"0 -> -0: delta", func() { h.update("f", nil, "2", "-0", "2") }, 1},
+		{"NaN -> NaN: nothing", func() { h.update("f", nil, "3", "NaN", "NaN") }, 0},
+		{"numeric 1.5 -> 1.50: delta", func() { h.update("f", nil, "1", "0", "1.50") }, 1},
+		{"same text again: nothing", func() { h.update("f", nil, "1", "0", "1.50") }, 0},
+	}
+	for _, tt := range tests {
+		h.note(tt.note)
+		tt.apply()
+		from := h.out.Len()
+		h.commit(0) // collects the outputs and checks them against the oracle
+		if got := strings.Count(h.out.String()[from:], " delta "); got != tt.want {
+			t.Errorf("%s: deltas = %d, want %d", tt.note, got, tt.want)
+		}
+	}
 	golden(t, h)
 }

@@ -136,9 +136,7 @@ func diffTypes(long string) []dcol {
 		{typ: "bool", oid: 16, values: []string{"true", "false"}, boolean: true},
 		{typ: "timestamptz", oid: 1184, values: []string{"2024-01-01 00:00:00+00", "2024-01-01 12:30:00.5+00", "2023-12-31 23:59:59.999999+00", "infinity", "-infinity", "2024-06-01 00:00:00+02"}, ordering: true},
 		{typ: "date", oid: 1082, values: []string{"2024-01-01", "2024-02-29", "1999-12-31", "infinity", "2024-01-02"}, ordering: true},
-		// "-0" is left out: an update between 0 and -0 produces no delta
-		// (/work/notes/engine-bugs.md #1, core bug).
-		{typ: "float8", oid: 701, values: []string{"0", "1.5", "2", "1e-10", "-3.25", "Infinity", "NaN"}, ordering: true},
+		{typ: "float8", oid: 701, values: []string{"0", "-0", "1.5", "2", "1e-10", "-3.25", "Infinity", "NaN"}, ordering: true},
 		{typ: "uuid", oid: 2950, values: []string{"00000000-0000-0000-0000-000000000001", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "ffffffff-ffff-ffff-ffff-ffffffffffff"}, ordering: true},
 	}
 }

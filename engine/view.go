@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"bytes"
+	"math"
 	"reflect"
 	"slices"
 	"sort"
@@ -354,9 +356,74 @@ func sameValues(a, b []any) bool {
 	return true
 }
 
+// sameValue reports whether a client holding a would hold b unchanged: the
+// two print the same text in PostgreSQL. Values that are '=' but print
+// differently (float8 0 and -0, numeric 1.5 and 1.50, interval '1 mon' and
+// '30 days') are different; values that are not '=' but print the same
+// (NaN) are the same. A typed form's fields determine its text, so equal
+// fields (floats compared bit for bit) mean equal text; the converse holds
+// but for NaN payloads and numeric coefficients scaled differently, which
+// are handled here.
 func sameValue(a, b any) bool {
-	// Values decoded from different text (1.0 vs 1.00) are different
-	// results even when = holds: compare the decoded forms exactly.
+	switch x := a.(type) {
+	case nil:
+		return b == nil
+	case int64:
+		y, ok := b.(int64)
+		return ok && x == y
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case float64:
+		y, ok := b.(float64)
+		return ok && (math.Float64bits(x) == math.Float64bits(y) || x != x && y != y)
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case []byte:
+		y, ok := b.([]byte)
+		return ok && bytes.Equal(x, y)
+	case change.JSON:
+		y, ok := b.(change.JSON)
+		return ok && bytes.Equal(x, y)
+	case change.Numeric:
+		y, ok := b.(change.Numeric)
+		if !ok || x.NaN != y.NaN || x.Inf != y.Inf || x.Scale != y.Scale {
+			return false
+		}
+		if x.Coef == nil || y.Coef == nil {
+			return x.Coef == nil && y.Coef == nil
+		}
+		if x.Exp == y.Exp {
+			return x.Coef.Cmp(y.Coef) == 0
+		}
+		return bytes.Equal(x.Append(nil), y.Append(nil))
+	case change.Timestamp:
+		y, ok := b.(change.Timestamp)
+		return ok && x == y
+	case change.Date:
+		y, ok := b.(change.Date)
+		return ok && x == y
+	case change.Interval:
+		y, ok := b.(change.Interval)
+		return ok && x == y
+	case change.UUID:
+		y, ok := b.(change.UUID)
+		return ok && x == y
+	case change.Array:
+		y, ok := b.(change.Array)
+		if !ok || !slices.Equal(x.Dims, y.Dims) || len(x.Elems) != len(y.Elems) {
+			return false
+		}
+		for i := range x.Elems {
+			if !sameValue(x.Elems[i], y.Elems[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	// The remaining typed forms (TimeOfDay, TimeTZ, ...) hold only
+	// integers and strings: exact comparison is text identity.
 	return reflect.DeepEqual(a, b)
 }
 
