@@ -130,7 +130,11 @@ func (d *Decoder) spill(st *streamTxn) error {
 type memReader struct {
 	chunks [][]byte
 	ci, co int // next byte: chunk index and offset in it
+	hdr    [recordHeader]byte
 }
+
+// header is where a record header that crosses chunks is put together.
+func (m *memReader) header(int) []byte { return m.hdr[:] }
 
 // read returns the next n bytes: a slice of the chunk when they lie in
 // one, otherwise a copy into buf (grown when short). It returns false when
@@ -165,8 +169,7 @@ func (m *memReader) read(n int, buf func(int) []byte) ([]byte, bool) {
 
 // record reads the next record: its message and subtransaction xid.
 func (m *memReader) record(buf func(int) []byte) (msg []byte, subxid uint32, ok bool) {
-	var h [recordHeader]byte
-	hb, ok := m.read(recordHeader, func(int) []byte { return h[:] })
+	hb, ok := m.read(recordHeader, m.header)
 	if !ok {
 		return nil, 0, false
 	}
@@ -373,7 +376,7 @@ func (w *wire) marker(msg string, want ...byte) byte {
 		}
 	}
 	w.off--
-	w.fail("%s tuple marker %q, want one of %q", msg, k, want)
+	w.fail("%s tuple marker %q, want one of %q", msg, k, string(want)) // a copy: want stays on the stack
 	return 0
 }
 
@@ -468,9 +471,10 @@ type replay struct {
 	st       *streamTxn
 	b        *txnBuilder
 	out      []change.Event
-	rd       *bufio.Reader // spill file, nil once read or when none
-	mem      memReader     // the records that were never spilled
-	memFreed int           // chunks before this one are let go
+	rd       *bufio.Reader      // spill file, nil once read or when none
+	mem      memReader          // the records that were never spilled
+	memFreed int                // chunks before this one are let go
+	hdr      [recordHeader]byte // a record header read from the spill file
 	local    map[uint32]*change.Relation
 	done     bool
 }
@@ -509,8 +513,8 @@ func (r *replay) next() (change.Event, error) {
 // read returns the next record, in memory the decoder owns.
 func (r *replay) read() ([]byte, uint32, error) {
 	if r.rd != nil {
-		var h [recordHeader]byte
-		if _, err := io.ReadFull(r.rd, h[:]); err != nil {
+		h := r.hdr[:]
+		if _, err := io.ReadFull(r.rd, h); err != nil {
 			if err != io.EOF {
 				return nil, 0, fmt.Errorf("read back streamed transaction %d from %s: %w", r.st.xid, r.st.file.Name(), err)
 			}
