@@ -325,3 +325,23 @@ func TestReadRetypedBinaryColumn(t *testing.T) {
 		}
 	}
 }
+
+// TestRowChunks: rows come back in order and complete across chunk
+// boundaries.
+func TestRowChunks(t *testing.T) {
+	for _, n := range []int{0, 1, 63, 64, 65, 191, 192, 1000, 200_000} {
+		var c rowChunks
+		for i := range n {
+			c.add(query.Row{{int64(i)}})
+		}
+		got := c.rows()
+		if len(got) != n || c.n != n {
+			t.Fatalf("%d rows: got %d (n %d)", n, len(got), c.n)
+		}
+		for i, r := range got {
+			if r[0][0] != int64(i) {
+				t.Fatalf("%d rows: row %d is %v", n, i, r[0][0])
+			}
+		}
+	}
+}
