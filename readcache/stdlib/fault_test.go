@@ -237,3 +237,27 @@ func TestRefused(t *testing.T) {
 		t.Fatalf("subscriptions: cache %d, engine %d; want 1 (the refused query holds none)", st.Subscriptions, e.serverSubs())
 	}
 }
+
+// TestEngineRestartedGracefully: SIGTERM closes the sockets (1001); reads go
+// to PostgreSQL meanwhile and come back to the cache after the restart.
+func TestEngineRestartedGracefully(t *testing.T) {
+	e := newEnv(t, smallSchema, nil)
+	ctx := context.Background()
+	e.warm(func() error { _, err := e.value(ctx, 1); return err })
+	e.srv.Stop()
+	rctest.Eventually(t, 10*time.Second, func() string {
+		if _, err := e.value(ctx, 1); err != nil {
+			return err.Error()
+		}
+		if n := e.conn.Cache().Stats().Postgres["disconnected"]; n == 0 {
+			return "no read went to PostgreSQL while the engine was stopped"
+		}
+		return ""
+	})
+	e.exec("UPDATE kv SET v = 'after restart' WHERE k = 1")
+	e.srv.RestartGracefully()
+	e.warm(func() error { _, err := e.value(ctx, 1); return err })
+	if v, err := e.value(ctx, 1); err != nil || v != "after restart" {
+		t.Fatalf("cached value after the restart = %q, %v; want %q", v, err, "after restart")
+	}
+}

@@ -205,3 +205,7 @@ func (s *Server) signal(sig syscall.Signal) {
 		s.cmd.Process.Signal(sig)
 	}
 }
+
+// RestartGracefully stops the server with SIGTERM (it closes every socket
+// with 1001) and starts it again.
+func (s *Server) RestartGracefully() { s.Stop(); s.start() }
