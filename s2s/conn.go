@@ -90,6 +90,7 @@ func (c *conn) fail(code websocket.StatusCode, reason string) {
 		close(c.failed)
 	}
 	c.q.closed = true
+	c.q.signal() // the write loop wakes and ends
 	c.q.mu.Unlock()
 	if code == wire.CloseSlowConsumer {
 		c.s.log.Warn("s2s: closing a slow consumer", "remote", c.remote, "reason", reason)
@@ -487,22 +488,29 @@ func (c *conn) writeLoop() {
 		c.cancelLoops()
 		return
 	}
+	// The loop waits on the queue's channel alone (a select over three
+	// channels was a tenth of the server's CPU at 1,000 sockets): the
+	// connection's end signals it too.
+	stop := context.AfterFunc(c.ctx, c.q.signal)
+	defer stop()
 	var items []item
 	var scratch []byte
 	for {
-		select {
-		case <-c.ctx.Done():
+		<-c.q.ready
+		if c.ctx.Err() != nil {
 			return
+		}
+		select {
 		case <-c.failed:
 			return
-		case <-c.q.ready:
-			items, _ = c.q.take(items)
-			if c.writeItems(items, &scratch) != nil {
-				c.cancelLoops()
-				return
-			}
-			clear(items)
+		default:
 		}
+		items, _ = c.q.take(items)
+		if c.writeItems(items, &scratch) != nil {
+			c.cancelLoops()
+			return
+		}
+		clear(items)
 	}
 }
 
