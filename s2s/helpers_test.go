@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -200,6 +201,27 @@ func (c *client) expect(typ string) frame {
 		c.t.Fatalf("frame type = %q, want %q: %s", got, typ, f.raw)
 	}
 	return f
+}
+
+// touchedIDs reads touched frames of one transaction (one frame, or
+// several with the same lsn) until n ids have come, and returns them sorted.
+func (c *client) touchedIDs(n int) string {
+	c.t.Helper()
+	var ids []string
+	lsn := ""
+	for len(ids) < n {
+		f := c.expect("touched")
+		if lsn != "" && f.str("lsn") != lsn {
+			c.t.Fatalf("touched frame for lsn %s before every id of lsn %s came (have %v): %s", f.str("lsn"), lsn, ids, f.raw)
+		}
+		lsn = f.str("lsn")
+		for _, id := range list(f, "ids") {
+			s, _ := id.(string)
+			ids = append(ids, s)
+		}
+	}
+	sort.Strings(ids)
+	return fmt.Sprint(ids)
 }
 
 // values returns the "values" of a row object as strings ("<null>" for null).
