@@ -25,10 +25,13 @@ type state struct {
 
 	// reads asked for and not landed; log holds, while any is pending,
 	// the committed transactions since the oldest of them was asked for.
-	reads   map[ReadID]*read
-	nextR   ReadID
-	log     []*logTxn
-	logBase int // absolute index of log[0]
+	reads map[ReadID]*read
+	// doneReads are the reads answered and not landed yet (some may be
+	// gone from reads: they are skipped).
+	doneReads []ReadID
+	nextR     ReadID
+	log       []*logTxn
+	logBase   int // absolute index of log[0]
 
 	// The transaction being applied.
 	inTxn   bool
@@ -745,6 +748,9 @@ func (s *state) readDone(id ReadID, snap Snapshot, rows []query.Row, complete bo
 		s.trimLog()
 		return
 	}
+	if !r.done {
+		s.doneReads = append(s.doneReads, id)
+	}
 	r.done, r.snap, r.rows, r.complete = true, snap, rows, complete
 	s.land()
 }
@@ -754,10 +760,20 @@ func (s *state) land() {
 	if s.inTxn {
 		return
 	}
-	var ids []ReadID
-	for id, r := range s.reads {
-		if r.done && s.pos >= r.snap.LSN {
+	if len(s.doneReads) == 0 {
+		return
+	}
+	// Only finished reads can land: scanning them, not every pending read,
+	// keeps landing n reads of n subscriptions linear.
+	var ids, rest []ReadID
+	for _, id := range s.doneReads {
+		r := s.reads[id]
+		switch {
+		case r == nil:
+		case s.pos >= r.snap.LSN:
 			ids = append(ids, id)
+		default:
+			rest = append(rest, id)
 		}
 	}
 	slices.Sort(ids)
@@ -773,12 +789,15 @@ func (s *state) land() {
 		if r.v.isJoin() {
 			if s.joinReadsReady(r.v) {
 				s.landJoin(r.v)
+			} else {
+				rest = append(rest, id)
 			}
 			continue
 		}
 		delete(s.reads, id)
 		s.landRead(r)
 	}
+	s.doneReads = rest
 	s.trimLog()
 }
 
@@ -788,6 +807,9 @@ func (s *state) trimLog() {
 		s.logBase += len(s.log)
 		s.log = nil
 		return
+	}
+	if len(s.log) == 0 {
+		return // nothing to trim: no need to look at every pending read
 	}
 	first := s.logBase + len(s.log)
 	for _, r := range s.reads {
