@@ -69,6 +69,10 @@ const (
 	backoffMax     = 15 * time.Second
 	cleanupTimeout = 10 * time.Second
 	connectTimeout = 30 * time.Second
+
+	// closeReportTimeout bounds how long Close waits for the slot to show
+	// the last acknowledged position.
+	closeReportTimeout = 3 * time.Second
 )
 
 // Config configures a Reader. Start from DefaultConfig.
@@ -932,8 +936,15 @@ func (r *Reader) statusLoop(ctx context.Context, s *session, replyNow <-chan str
 		select {
 		case <-ctx.Done():
 			// Report the acknowledged position one last time; closing the
-			// connection then wakes the receiver.
+			// connection then wakes the receiver. On Close, first wait for
+			// the slot to show the report: closing a socket with unread
+			// data in it resets the connection, and the walsender may
+			// then never read the report, so a consumer that stopped
+			// cleanly would be sent again what it had acknowledged.
 			err := send()
+			if err == nil && r.ctx.Err() != nil {
+				r.awaitConfirmed(lastFlush)
+			}
 			s.conn.Conn().Close()
 			if r.ctx.Err() != nil {
 				return nil
@@ -952,6 +963,42 @@ func (r *Reader) statusLoop(ctx context.Context, s *session, replyNow <-chan str
 					return err
 				}
 			}
+		}
+	}
+}
+
+// awaitConfirmed waits, for at most closeReportTimeout, until the slot's
+// confirmed flush position has reached lsn. It reads pg_replication_slots
+// on a connection of its own; failing that, it gives up quietly (the
+// position is then reported again by the next reader, which PostgreSQL
+// resends from).
+func (r *Reader) awaitConfirmed(lsn change.LSN) {
+	if lsn == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeReportTimeout)
+	defer cancel()
+	conn, err := connectNormal(ctx, r.cfg.DSN, nil)
+	if err != nil {
+		r.log.Debug("could not check the final acknowledgement", "err", err)
+		return
+	}
+	defer conn.Close(context.Background())
+	for {
+		var confirmed string
+		err := conn.QueryRow(ctx, `SELECT coalesce(confirmed_flush_lsn, '0/0')::text FROM pg_replication_slots WHERE slot_name = $1`, r.cfg.Slot).Scan(&confirmed)
+		if err != nil {
+			r.log.Debug("could not check the final acknowledgement", "err", err)
+			return
+		}
+		if got, err := change.ParseLSN(confirmed); err == nil && got >= lsn {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			r.log.Warn("the slot did not show the final acknowledgement before Close returned; the next reader may be sent transactions again", "acknowledged", lsn, "slot_confirmed", confirmed)
+			return
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
