@@ -41,6 +41,15 @@ type state struct {
 	dirty   []*view
 	epoch   uint64
 	refresh []*view // views to re-read once the transaction is settled
+
+	// Scratch reused across transactions, so that a change allocates
+	// only what it keeps.
+	spare    *logTxn // a transaction record not kept in the log
+	pendFree []*pend // pend records of settled transactions
+	markFn   func(*viewSource)
+	markKeys [2]string // the old and new key of the change being routed
+	keysBuf  []string
+	nextsBuf []settleNext
 }
 
 // read is a read asked for and not landed yet.
@@ -78,7 +87,7 @@ type pend struct {
 }
 
 func newState(opts CoreOptions) *state {
-	return &state{
+	s := &state{
 		opts:   opts,
 		views:  make(map[string]*view),
 		subs:   make(map[SubID]*sub),
@@ -86,6 +95,8 @@ func newState(opts CoreOptions) *state {
 		reads:  make(map[ReadID]*read),
 		ov:     make(map[ovKey]*pend),
 	}
+	s.markFn = s.markVS
+	return s
 }
 
 func (s *state) ready() Ready {
@@ -325,7 +336,12 @@ func (s *state) apply(t *change.Txn) {
 			return // a duplicate after a reconnect
 		}
 		s.inTxn = true
-		s.cur = &logTxn{xid: t.XID, lsn: t.CommitLSN}
+		if s.spare != nil {
+			s.cur, s.spare = s.spare, nil
+			s.cur.xid, s.cur.lsn = t.XID, t.CommitLSN
+		} else {
+			s.cur = &logTxn{xid: t.XID, lsn: t.CommitLSN}
+		}
 	}
 	for i := range t.Changes {
 		ch := &t.Changes[i]
@@ -371,7 +387,13 @@ func (s *state) setPend(tb *table, key string, after []any) {
 	k := ovKey{tb.oid, key}
 	p := s.ov[k]
 	if p == nil {
-		p = &pend{tb: tb, key: key}
+		if n := len(s.pendFree); n > 0 {
+			p = s.pendFree[n-1]
+			s.pendFree = s.pendFree[:n-1]
+			*p = pend{tb: tb, key: key}
+		} else {
+			p = &pend{tb: tb, key: key}
+		}
 		if h := tb.rows[key]; h != nil {
 			p.before = h.vals
 		}
@@ -438,14 +460,9 @@ func (s *state) rowChange(tb *table, ch *change.Change) {
 	// Views holding the old or new version of the row, and views its new
 	// values route to.
 	s.epoch++
-	mark := func(vs *viewSource) {
-		if vs.mark == s.epoch {
-			return
-		}
-		vs.mark = s.epoch
-		s.touch(vs, oldKey, newKey)
-	}
-	for _, k := range []string{oldKey, newKey} {
+	s.markKeys = [2]string{oldKey, newKey}
+	mark := s.markFn
+	for _, k := range s.markKeys {
 		if k == "" {
 			continue
 		}
@@ -477,6 +494,15 @@ func (s *state) rowChange(tb *table, ch *change.Change) {
 			}
 		}
 	}
+}
+
+// markVS marks vs touched by the change being routed (once per change).
+func (s *state) markVS(vs *viewSource) {
+	if vs.mark == s.epoch {
+		return
+	}
+	vs.mark = s.epoch
+	s.touch(vs, s.markKeys[0], s.markKeys[1])
 }
 
 // fillUnchanged fills the values a change did not send (unchanged TOAST)
@@ -561,11 +587,21 @@ func (s *state) finish(lsn change.LSN) {
 		}
 	}
 	clear(s.ov)
+	for _, p := range s.ovList {
+		*p = pend{}
+		s.pendFree = append(s.pendFree, p)
+	}
+	clear(s.ovList)
 	s.ovList = s.ovList[:0]
 	s.pos = max(s.pos, lsn)
 	s.applied = max(s.applied, lsn)
 	if s.cur != nil && s.logging() {
 		s.log = append(s.log, s.cur)
+	} else if s.cur != nil {
+		// Not kept: its record serves the next transaction.
+		clear(s.cur.changes)
+		s.cur.changes = s.cur.changes[:0]
+		s.spare = s.cur
 	}
 	s.cur = nil
 	s.inTxn = false
@@ -606,17 +642,18 @@ func (s *state) logging() bool { return len(s.reads) > 0 }
 func (s *state) settle(v *view, lsn change.LSN) {
 	vs := v.srcs[0]
 	tb := vs.t
-	keys := make([]string, 0, len(v.touched))
+	keys := s.keysBuf[:0]
 	for k := range v.touched {
 		keys = append(keys, k)
 	}
 	clear(v.touched)
 	slices.Sort(keys)
-	type next struct {
-		key string
-		e   *entry
-	}
-	nexts := make([]next, len(keys))
+	nexts := slices.Grow(s.nextsBuf[:0], len(keys))[:len(keys)]
+	defer func() {
+		clear(keys)
+		clear(nexts)
+		s.keysBuf, s.nextsBuf = keys[:0], nexts[:0]
+	}()
 	for i, k := range keys {
 		nexts[i].key = k
 		p := s.ov[ovKey{tb.oid, k}]
@@ -655,8 +692,11 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		switch {
 		case old != nil && !kept:
 			d.removed = append(d.removed, Key(n.key))
-		case kept && (old == nil || !sameValues(v.plan.Project(v.row(p0(s, tb, n.key))), v.plan.Project(q0(v, n.e)))):
-			d.rows = append(d.rows, v.resultRow(n.e))
+		case kept:
+			now := v.plan.Project(q0(v, n.e))
+			if old == nil || !v.sameOutput(p0(s, tb, n.key), now) {
+				d.rows = append(d.rows, ResultRow{Key: Key(n.key), Values: now})
+			}
 		}
 	}
 	switch {
@@ -677,6 +717,13 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		d.changed = len(d.rows) > 0 || len(d.removed) > 0
 	}
 	s.emit(v, d, lsn)
+}
+
+// settleNext is a touched key of a single-table view and its entry after
+// the transaction (nil: not in the result).
+type settleNext struct {
+	key string
+	e   *entry
 }
 
 // dropHold releases vs's hold on h during a transaction (the row table

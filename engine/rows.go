@@ -36,10 +36,7 @@ func (r *heldRow) dropHolder(vs *viewSource) {
 			last := len(r.holders) - 1
 			r.holders[i] = r.holders[last]
 			r.holders[last] = nil
-			r.holders = r.holders[:last]
-			if len(r.holders) == 0 {
-				r.holders = nil
-			}
+			r.holders = r.holders[:last] // keeps its capacity: a row often moves between holders
 			return
 		}
 	}
@@ -73,6 +70,7 @@ type table struct {
 	// position of each of its columns.
 	relMaps map[*change.Relation][]int
 	rel     *change.Relation // the newest shape seen
+	keyBuf  []byte           // keyOf's scratch
 }
 
 func newTable(t *query.Table) *table {
@@ -191,13 +189,14 @@ func (tb *table) isKey(p int) bool {
 // keyOf returns the primary key encoding of a layout row, and false when a
 // key value is unknown.
 func (tb *table) keyOf(vals []any) (string, bool) {
-	var b []byte
+	b := tb.keyBuf[:0]
 	for _, p := range tb.key {
 		if p >= len(vals) || isUnloaded(vals[p]) {
 			return "", false
 		}
 		b = query.AppendKey(b, tb.cols[p].typeOID, vals[p])
 	}
+	tb.keyBuf = b
 	return string(b), true
 }
 

@@ -342,6 +342,30 @@ func (v *view) diffShown() delta {
 	return d
 }
 
+// sameOutput reports whether a single-table view's projection of the
+// layout row vals equals the projected values out (as sameValues), without
+// building the projection.
+func (v *view) sameOutput(vals []any, out []any) bool {
+	col := v.srcs[0].col
+	if len(out) != len(v.plan.Output) {
+		return false
+	}
+	for i, o := range v.plan.Output {
+		var x any
+		if o.Source >= 0 {
+			if p := col[o.Column]; p < len(vals) {
+				x = vals[p]
+			} else {
+				x = unloaded{}
+			}
+		}
+		if !sameValue(x, out[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // sameValues reports whether two projected rows are identical (same
 // values, compared by their encodings and text-exact forms).
 func sameValues(a, b []any) bool {
