@@ -152,8 +152,11 @@ type Output struct {
 	// the position the result is exact at for Accepted.
 	LSN     change.LSN
 	Columns []query.Output // Accepted (rows mode): the result's columns
-	Rows    []ResultRow    // Accepted: the whole result; Delta: rows upserted
-	Removed []Key          // Delta: rows removed
+	// Plan is, for Accepted, the subscription's compiled query: its
+	// ORDER BY, LIMIT and OFFSET describe the window Rows are.
+	Plan    *query.Plan
+	Rows    []ResultRow // Accepted: the whole result; Delta: rows upserted
+	Removed []Key       // Delta: rows removed
 	// Order is, for a Delta of a query with ORDER BY, the keys of the whole
 	// result in order after the change; nil otherwise.
 	Order []Key

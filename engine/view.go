@@ -278,7 +278,7 @@ func (v *view) snapshotShown() {
 
 // accepted builds a subscriber's Accepted output.
 func (v *view) accepted(s *sub, pos change.LSN) Output {
-	o := Output{Sub: s.id, Kind: OutputAccepted, LSN: pos}
+	o := Output{Sub: s.id, Kind: OutputAccepted, LSN: pos, Plan: v.plan}
 	if s.mode == ModeTouch {
 		return o
 	}

@@ -160,7 +160,9 @@ func (e *encoder) accepted(id string, mode engine.Mode, o *engine.Output) []byte
 		b = wire.AppendInt(b, int64(c.TypeOID))
 		b = append(b, '}')
 	}
-	b = append(b, `],"rows":[`...)
+	b = append(b, ']')
+	b = appendWindow(b, o.Plan)
+	b = append(b, `,"rows":[`...)
 	for i := range o.Rows {
 		if i > 0 {
 			b = append(b, ',')
@@ -172,6 +174,49 @@ func (e *encoder) accepted(id string, mode engine.Mode, o *engine.Output) []byte
 		b = appendCount(b, o.Count)
 	}
 	return append(b, '}')
+}
+
+// appendWindow appends the order, limit and offset members of an
+// accepted frame: each ORDER BY key as the index of the output column it
+// sorts by (-1 when the query sorts by a column it does not output).
+func appendWindow(b []byte, p *query.Plan) []byte {
+	if p == nil {
+		return b
+	}
+	if len(p.Order) > 0 {
+		b = append(b, `,"order":[`...)
+		for i, k := range p.Order {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			col := -1
+			for j, out := range p.Output {
+				if out.Source == k.Source && out.Column == k.Column {
+					col = j
+					break
+				}
+			}
+			b = append(b, `{"column":`...)
+			b = wire.AppendInt(b, int64(col))
+			if k.Desc {
+				b = append(b, `,"desc":true`...)
+			}
+			if k.NullsFirst {
+				b = append(b, `,"nulls_first":true`...)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if p.Limit >= 0 {
+		b = append(b, `,"limit":`...)
+		b = wire.AppendInt(b, p.Limit)
+	}
+	if p.Offset > 0 {
+		b = append(b, `,"offset":`...)
+		b = wire.AppendInt(b, p.Offset)
+	}
+	return b
 }
 
 func isCount(cols []query.Output) bool { return len(cols) == 1 && cols[0].Source == -1 }

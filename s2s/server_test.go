@@ -91,6 +91,9 @@ func TestSubscribeRows(t *testing.T) {
 	if acc.str("id") != "q1" || acc.str("mode") != "rows" || acc.str("lsn") == "" {
 		t.Fatalf("accepted = %s, want id q1, mode rows and an lsn", acc.raw)
 	}
+	if got := fmt.Sprint(acc.m["order"]); got != "[map[column:0]]" || acc.m["limit"] != nil || acc.m["offset"] != nil {
+		t.Errorf("accepted order = %s, limit = %v, offset = %v; want [map[column:0]] and no limit or offset", got, acc.m["limit"], acc.m["offset"])
+	}
 	cols := fmt.Sprint(acc.m["columns"])
 	if want := "[map[name:id type_oid:23] map[name:name type_oid:25] map[name:price type_oid:1700] map[name:tags type_oid:1009]]"; cols != want {
 		t.Errorf("columns = %s, want %s", cols, want)
@@ -325,4 +328,26 @@ func TestConnectionCap(t *testing.T) {
 		c.expect("hello")
 		return nil
 	})
+}
+
+func TestAcceptedWindow(t *testing.T) {
+	e := newEnv(t, itemsSetup, nil)
+	c, _ := e.connect()
+	c.send(`{"type":"subscribe","id":"w","sql":"SELECT name, price FROM items ORDER BY price DESC, id LIMIT 2 OFFSET 1","mode":"rows"}`)
+	acc := c.expect("accepted")
+	// price DESC puts NULL first (pear), then 10.00 (fig), 1.50 (apple):
+	// OFFSET 1 LIMIT 2 is fig, apple. id is not in the output (-1).
+	if got, want := fmt.Sprint(acc.m["order"]), "[map[column:1 desc:true nulls_first:true] map[column:-1]]"; got != want {
+		t.Errorf("order = %s, want %s", got, want)
+	}
+	if acc.m["limit"] != float64(2) || acc.m["offset"] != float64(1) {
+		t.Errorf("limit = %v, offset = %v, want 2 and 1", acc.m["limit"], acc.m["offset"])
+	}
+	var got []string
+	for _, r := range list(acc, "rows") {
+		got = append(got, values(r)[0])
+	}
+	if fmt.Sprint(got) != `[fig "x" apple]` {
+		t.Errorf("rows = %q, want fig then apple", got)
+	}
 }
