@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/freshetdb/freshet/internal/jsonstr"
 )
 
 // The JSON form of a transaction, printed one per line by `freshet tail`
@@ -222,7 +223,7 @@ func appendValueJSON(dst []byte, v *Value) []byte {
 // UTF-8, else as {"base64":"..."}.
 func appendJSONBytesOrBase64(dst, b []byte) []byte {
 	start := len(dst)
-	if out, ok := appendJSONStringBytes(dst, b); ok {
+	if out, ok := jsonstr.Append(dst, b, false); ok {
 		return out
 	}
 	dst = append(dst[:start], `{"base64":"`...)
@@ -233,72 +234,7 @@ func appendJSONBytesOrBase64(dst, b []byte) []byte {
 // appendJSONString appends s as a JSON string; invalid UTF-8 becomes
 // U+FFFD (identifiers and prefixes only: values never take this path).
 func appendJSONString(dst []byte, s string) []byte {
-	out, ok := appendJSONStringBytes(dst, []byte(s))
-	if ok {
-		return out
-	}
-	return appendJSONStringBytes2(dst, []byte(s))
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONStringBytes appends b as a JSON string and reports false (with
-// dst in an unspecified state past its original length) if b is not valid
-// UTF-8.
-func appendJSONStringBytes(dst, b []byte) ([]byte, bool) {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(b); {
-		c := b[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, b[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && size == 1 {
-			return dst, false
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, b[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, b[start:]...)
-	return append(dst, '"'), true
-}
-
-// appendJSONStringBytes2 appends b as a JSON string, invalid bytes as
-// U+FFFD.
-func appendJSONStringBytes2(dst, b []byte) []byte {
-	clean := make([]byte, 0, len(b))
-	for len(b) > 0 {
-		r, size := utf8.DecodeRune(b)
-		clean = utf8.AppendRune(clean, r)
-		b = b[size:]
-	}
-	out, _ := appendJSONStringBytes(dst, clean)
+	out, _ := jsonstr.Append(dst, s, true)
 	return out
 }
 
