@@ -161,8 +161,11 @@ type Output struct {
 	// result in order after the change; nil otherwise.
 	Order []Key
 	// Count is the count of a COUNT(*) query (Accepted and Delta).
-	Count     int64
-	Reason    string // Refused, Ended
+	Count int64
+	// Code names why, for Refused and Ended, in a stable word: one of the
+	// engine's Code* values, or a query.Code.
+	Code      query.Code
+	Reason    string // Refused, Ended: the why, for a person
 	Retryable bool   // Refused, Ended: subscribing again may succeed
 }
 

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
@@ -113,25 +112,25 @@ func (s *state) stats() Stats {
 	return st
 }
 
-func (s *state) refuse(id SubID, reason string, retryable bool) {
-	s.out.Outputs = append(s.out.Outputs, Output{Sub: id, Kind: OutputRefused, Reason: reason, Retryable: retryable})
+func (s *state) refuse(id SubID, code query.Code, reason string, retryable bool) {
+	s.out.Outputs = append(s.out.Outputs, Output{Sub: id, Kind: OutputRefused, Code: code, Reason: reason, Retryable: retryable})
 }
 
 // subscribe registers a subscription, creating its view if needed.
 func (s *state) subscribe(id SubID, plan *query.Plan, mode Mode) {
 	if _, ok := s.subs[id]; ok {
-		s.refuse(id, fmt.Sprintf("subscription %d already exists", id), false)
+		s.refuse(id, CodeInternal, fmt.Sprintf("subscription %d already exists", id), false)
 		return
 	}
 	if plan == nil || len(plan.Sources) == 0 {
-		s.refuse(id, "no plan", false)
+		s.refuse(id, CodeInternal, "no plan", false)
 		return
 	}
 	v := s.views[plan.Key]
 	if v == nil {
 		var reason string
 		if v, reason = s.newView(plan); v == nil {
-			s.refuse(id, reason, false)
+			s.refuse(id, query.CodeNoPrimaryKey, reason, false)
 			return
 		}
 	}
@@ -231,13 +230,13 @@ func (s *state) unsubscribe(id SubID) {
 }
 
 // endView ends every subscription of v with reason and drops it.
-func (s *state) endView(v *view, reason string, retryable bool) {
+func (s *state) endView(v *view, code query.Code, reason string, retryable bool) {
 	for _, sb := range v.subs {
 		kind := OutputEnded
 		if !sb.accepted {
 			kind = OutputRefused
 		}
-		s.out.Outputs = append(s.out.Outputs, Output{Sub: sb.id, Kind: kind, Reason: reason, Retryable: retryable})
+		s.out.Outputs = append(s.out.Outputs, Output{Sub: sb.id, Kind: kind, Code: code, Reason: reason, Retryable: retryable})
 		delete(s.subs, sb.id)
 	}
 	v.subs = nil
@@ -760,7 +759,7 @@ func (s *state) relation(rel *change.Relation) {
 	}
 	slices.SortFunc(broken, func(a, b *view) int { return cmpU64(a.id, b.id) })
 	for _, v := range broken {
-		s.endView(v, reasons[v], true)
+		s.endView(v, CodeSchemaChanged, reasons[v], true)
 	}
 }
 
@@ -791,7 +790,8 @@ func (s *state) readDone(id ReadID, snap Snapshot, rows []query.Row, complete bo
 	if err != nil {
 		delete(s.reads, id)
 		v := r.v
-		s.endView(v, "read failed: "+err.Error(), !isRowLimit(err))
+		code := readCode(err)
+		s.endView(v, code, "read failed: "+err.Error(), code != CodeRowLimit)
 		s.trimLog()
 		return
 	}
@@ -1040,8 +1040,6 @@ func (s *state) landRead(r *read) {
 		}
 	}
 }
-
-func isRowLimit(err error) bool { return errors.Is(err, ErrRowLimit) }
 
 func cmpStr(a, b string) int {
 	switch {

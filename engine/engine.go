@@ -34,6 +34,18 @@ type Sink interface {
 	Send(out Output)
 }
 
+// Flusher is a Sink that wants to know where a batch of outputs ends. The
+// engine hands outputs to sinks in batches, one for each event it applies
+// (a transaction, a landed read, a command), and then calls Flush on every
+// sink of the batch that is a Flusher. Every output of one transaction is
+// in one batch, so a sink may hold a transaction's outputs and send them
+// together on Flush. Flush runs on the engine's goroutine and must not
+// block.
+type Flusher interface {
+	Sink
+	Flush()
+}
+
 // Default settings of Config.
 const (
 	DefaultReadTimeout     = 30 * time.Second
@@ -108,7 +120,8 @@ type Engine struct {
 	closing sync.Once
 
 	// Owned by the core goroutine.
-	sinks map[SubID]Sink
+	sinks    map[SubID]Sink
+	flushing []Flusher // sinks of the batch being handed out
 }
 
 // command is a request run on the core goroutine.
@@ -396,10 +409,18 @@ func (e *Engine) flush() {
 			continue
 		}
 		sink.Send(out)
+		if f, ok := sink.(Flusher); ok {
+			e.flushing = append(e.flushing, f)
+		}
 		if out.Kind == OutputRefused || out.Kind == OutputEnded {
 			delete(e.sinks, out.Sub)
 		}
 	}
+	for i, f := range e.flushing {
+		f.Flush()
+		e.flushing[i] = nil
+	}
+	e.flushing = e.flushing[:0]
 	if len(rd.Reads) > 0 {
 		m := e.applied.mark()
 		for _, r := range rd.Reads {
@@ -415,7 +436,7 @@ func (e *Engine) endAll() {
 		reason = "engine stopped: " + err.Error()
 	}
 	for id, sink := range e.sinks {
-		sink.Send(Output{Sub: id, Kind: OutputEnded, LSN: e.core.Position(), Reason: reason, Retryable: true})
+		sink.Send(Output{Sub: id, Kind: OutputEnded, LSN: e.core.Position(), Code: CodeEngineStopped, Reason: reason, Retryable: true})
 		delete(e.sinks, id)
 	}
 }

@@ -117,10 +117,13 @@ func TestEngineRowLimit(t *testing.T) {
 		t.Fatalf("6 rows over a limit of 5: status %v, want refused", st)
 	}
 	big.mu.Lock()
-	retryable := big.outs[len(big.outs)-1].Retryable
+	retryable, code := big.outs[len(big.outs)-1].Retryable, big.outs[len(big.outs)-1].Code
 	big.mu.Unlock()
 	if retryable || !strings.Contains(reason, "row limit") {
 		t.Errorf("refusal = %q retryable %v, want one naming the row limit, not retryable", reason, retryable)
+	}
+	if code != CodeRowLimit {
+		t.Errorf("refusal code = %q, want %q", code, CodeRowLimit)
 	}
 }
 
@@ -146,10 +149,10 @@ func TestEngineReadTimeout(t *testing.T) {
 	tx.Rollback(ctx)
 	st, reason := rec.state()
 	rec.mu.Lock()
-	retryable := rec.outs[len(rec.outs)-1].Retryable
+	retryable, code := rec.outs[len(rec.outs)-1].Retryable, rec.outs[len(rec.outs)-1].Code
 	rec.mu.Unlock()
-	if st != OutputRefused || !retryable {
-		t.Fatalf("read blocked past the timeout: %v %q retryable %v, want refused, retryable", st, reason, retryable)
+	if st != OutputRefused || !retryable || code != CodeReadTimeout {
+		t.Fatalf("read blocked past the timeout: %v %s %q retryable %v, want refused, %s, retryable", st, code, reason, retryable, CodeReadTimeout)
 	}
 	_, ok := r.subscribe("SELECT id FROM items WHERE id < 3")
 	waitAccepted(t, ok)
@@ -194,6 +197,11 @@ func TestEngineUnsubscribeAndClose(t *testing.T) {
 	if st, _ := b.state(); st != OutputEnded {
 		t.Errorf("after Close: status %v, want ended", st)
 	}
+	b.mu.Lock()
+	if got := b.outs[len(b.outs)-1].Code; got != CodeEngineStopped {
+		t.Errorf("after Close: code %q, want %q", got, CodeEngineStopped)
+	}
+	b.mu.Unlock()
 	if _, _, err := r.e.Subscribe(context.Background(), "SELECT id FROM items", nil, ModeRows, newRecorder()); err == nil {
 		t.Errorf("Subscribe after Close: no error")
 	}

@@ -1,0 +1,55 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/freshetdb/freshet/query"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Codes of the refusals and endings the engine decides while running
+// (Output.Code). A query it cannot serve at all carries the query
+// package's code instead (query.CodeNoPrimaryKey, ...).
+const (
+	// CodeReadTimeout: a read took longer than Config.ReadTimeout
+	// (retryable).
+	CodeReadTimeout query.Code = "read_timeout"
+	// CodeRowLimit: a read returned more rows than the row limit (not
+	// retryable: the same query would return as many rows again).
+	CodeRowLimit query.Code = "row_limit"
+	// CodeReadFailed: a read failed for another reason, named in the
+	// output's Reason (retryable).
+	CodeReadFailed query.Code = "read_failed"
+	// CodeTableDropped: a table the query reads no longer exists
+	// (retryable: subscribing again compiles against the new schema and
+	// refuses with query.CodeUnknownTable if it is still gone).
+	CodeTableDropped query.Code = "table_dropped"
+	// CodeSchemaChanged: a table the query reads was renamed, or a column
+	// it uses was dropped, renamed or changed type (retryable, as for
+	// CodeTableDropped).
+	CodeSchemaChanged query.Code = "schema_changed"
+	// CodeEngineStopped: the engine was closed or lost its change stream
+	// (retryable, once it runs again).
+	CodeEngineStopped query.Code = "engine_stopped"
+	// CodeInternal: the engine was asked something it cannot do (a
+	// subscription id used twice, a plan without sources); a bug in the
+	// caller.
+	CodeInternal query.Code = "internal"
+)
+
+// readCode classifies a failed read by its error's type and SQLSTATE.
+func readCode(err error) query.Code {
+	var pe *pgconn.PgError
+	switch {
+	case errors.Is(err, ErrRowLimit):
+		return CodeRowLimit
+	case errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err):
+		return CodeReadTimeout
+	case errors.As(err, &pe) && pe.Code == "42P01": // undefined_table
+		return CodeTableDropped
+	case errors.As(err, &pe) && (pe.Code == "42703" || pe.Code == "42804"): // undefined_column, datatype_mismatch
+		return CodeSchemaChanged
+	}
+	return CodeReadFailed
+}
