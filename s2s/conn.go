@@ -152,6 +152,9 @@ func (c *conn) dropLocked(sb *sub) {
 	}
 	sb.ended = true
 	delete(c.subs, sb.id)
+	if sb.mode == engine.ModeTouch {
+		c.q.untouchLocked(sb.id)
+	}
 	if m := c.s.cfg.Metrics; m != nil {
 		m.Subscriptions.WithLabelValues(sb.mode.String()).Dec()
 	}
@@ -221,9 +224,9 @@ func (sb *sub) Send(o engine.Output) {
 		}
 		frame = c.s.enc.delta(sb.id, cols, &o)
 	case engine.OutputRefused:
-		frame = simpleFrame(wire.TypeRefused, sb.id, refusedCode(o.Reason), o.Reason, o.Retryable)
+		frame = simpleFrame(wire.TypeRefused, sb.id, wireCode(o.Code), o.Reason, o.Retryable)
 	case engine.OutputEnded:
-		frame = simpleFrame(wire.TypeEnded, sb.id, "ended", o.Reason, o.Retryable)
+		frame = simpleFrame(wire.TypeEnded, sb.id, wireCode(o.Code), o.Reason, o.Retryable)
 	}
 	c.q.mu.Lock()
 	if sb.ended {
@@ -255,23 +258,40 @@ func (sb *sub) Send(o engine.Output) {
 		}
 	}
 	if o.Kind == engine.OutputRefused {
-		c.s.countRefusal(refusedCode(o.Reason))
+		c.s.countRefusal(wireCode(o.Code))
 	}
 	if !ok {
 		c.overflow()
 	}
 }
 
-// refusedCode names an engine refusal: the engine reports read failures
-// (timeouts, row limits) as reasons only.
-func refusedCode(reason string) string {
-	switch {
-	case bytes.Contains([]byte(reason), []byte("row limit")), bytes.Contains([]byte(reason), []byte("more rows")):
-		return "row_limit"
-	case bytes.Contains([]byte(reason), []byte("timeout")), bytes.Contains([]byte(reason), []byte("deadline")):
-		return "timeout"
+// Flush implements engine.Flusher: the engine has handed out a
+// transaction's outputs, so its touched frame is complete.
+func (sb *sub) Flush() {
+	q := sb.c.q
+	q.mu.Lock()
+	q.endTxnLocked()
+	q.mu.Unlock()
+}
+
+var _ engine.Flusher = (*sub)(nil)
+
+// wireCodes are the wire codes of the engine's own refusal and ending
+// codes that differ from them; a query.Code is sent as it is.
+var wireCodes = map[query.Code]string{
+	engine.CodeReadTimeout:   wire.CodeTimeout,
+	engine.CodeEngineStopped: wire.CodeShuttingDown,
+	engine.CodeInternal:      wire.CodeInternal,
+	"":                       wire.CodeInternal,
+}
+
+// wireCode is the code a refused or ended frame carries for an engine
+// output's code.
+func wireCode(c query.Code) string {
+	if w, ok := wireCodes[c]; ok {
+		return w
 	}
-	return "read_failed"
+	return string(c)
 }
 
 func (s *Server) countRefusal(code string) {
@@ -424,7 +444,7 @@ func (c *conn) subscribe(f *wire.Subscribe) {
 // register asks the engine for the subscription. It runs on a goroutine of
 // its own: compiling reads the catalog.
 func (c *conn) register(sb *sub, sql string, binds []query.Bind) {
-	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.SubscribeTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.CompileTimeout)
 	defer cancel()
 	id, ref, err := c.s.cfg.Engine.Subscribe(ctx, sql, binds, sb.mode, sb)
 	code, reason, retry := "", "", false
@@ -432,7 +452,7 @@ func (c *conn) register(sb *sub, sql string, binds []query.Bind) {
 	case ref != nil:
 		code, reason, retry = string(ref.Code), ref.Message, ref.Retryable
 	case errors.Is(err, context.DeadlineExceeded):
-		code, reason, retry = "timeout", fmt.Sprintf("compiling the query took longer than %v", c.s.cfg.SubscribeTimeout), true
+		code, reason, retry = wire.CodeTimeout, fmt.Sprintf("compiling the query took longer than %v (--compile-timeout)", c.s.cfg.CompileTimeout), true
 	case err != nil:
 		code, reason, retry = wire.CodeInternal, err.Error(), true
 	}

@@ -203,22 +203,18 @@ func (c *client) expect(typ string) frame {
 	return f
 }
 
-// touchedIDs reads touched frames of one transaction (one frame, or
-// several with the same lsn) until n ids have come, and returns them sorted.
+// touchedIDs reads the touched frame of one transaction, checks it names
+// n ids, and returns them sorted.
 func (c *client) touchedIDs(n int) string {
 	c.t.Helper()
+	f := c.expect("touched")
 	var ids []string
-	lsn := ""
-	for len(ids) < n {
-		f := c.expect("touched")
-		if lsn != "" && f.str("lsn") != lsn {
-			c.t.Fatalf("touched frame for lsn %s before every id of lsn %s came (have %v): %s", f.str("lsn"), lsn, ids, f.raw)
-		}
-		lsn = f.str("lsn")
-		for _, id := range list(f, "ids") {
-			s, _ := id.(string)
-			ids = append(ids, s)
-		}
+	for _, id := range list(f, "ids") {
+		s, _ := id.(string)
+		ids = append(ids, s)
+	}
+	if len(ids) != n {
+		c.t.Fatalf("touched frame names %d ids, want %d: %s", len(ids), n, f.raw)
 	}
 	sort.Strings(ids)
 	return fmt.Sprint(ids)

@@ -1,6 +1,7 @@
 package s2s
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -9,15 +10,16 @@ import (
 )
 
 // item is one frame waiting in a connection's outgoing queue: encoded
-// bytes, or a touched frame still collecting the ids of its transaction.
+// bytes, or a transaction's touched frame, encoded when it is written.
 type item struct {
 	frame []byte
 	touch *touchBatch
 }
 
 type touchBatch struct {
-	lsn change.LSN
-	ids []string
+	lsn   change.LSN
+	ids   []string
+	bytes int // counted against the queue's limit
 }
 
 func (t *touchBatch) encode(dst []byte) []byte {
@@ -44,6 +46,10 @@ type queue struct {
 	closed bool
 	ready  chan struct{} // capacity 1: something was pushed
 	total  *atomic.Int64 // the server's queued bytes, all connections
+	// touch collects the touched ids of the transaction whose outputs are
+	// arriving; endTxnLocked queues it as one frame. Its bytes count
+	// against the limit from the start.
+	touch *touchBatch
 }
 
 func newQueue(limit int, total *atomic.Int64) *queue {
@@ -73,36 +79,80 @@ func (q *queue) pushLocked(b []byte) bool {
 	return true
 }
 
-// touchLocked adds id to the touched frame of lsn at the queue's tail, or
-// starts one.
+// touchBatchBytes is what a touched frame costs besides its ids.
+const touchBatchBytes = 48
+
+// touchLocked adds id to the touched frame of the transaction at lsn,
+// which endTxnLocked queues.
 func (q *queue) touchLocked(lsn change.LSN, id string) bool {
 	if q.closed {
 		return false
 	}
+	if q.touch != nil && q.touch.lsn != lsn {
+		// The engine ends every transaction's batch before the next
+		// starts; a batch left open would otherwise be lost.
+		q.endTxnLocked()
+	}
 	n := len(id) + 3
-	if q.limit > 0 && q.bytes+n+48 > q.limit {
+	if q.touch == nil {
+		n += touchBatchBytes
+	}
+	if q.limit > 0 && q.bytes+n > q.limit {
 		return false
 	}
-	if k := len(q.items); k > 0 && q.items[k-1].touch != nil && q.items[k-1].touch.lsn == lsn {
-		t := q.items[k-1].touch
-		t.ids = append(t.ids, id)
-		q.bytes += n
-		q.total.Add(int64(n))
-		return true
+	if q.touch == nil {
+		q.touch = &touchBatch{lsn: lsn}
 	}
-	q.items = append(q.items, item{touch: &touchBatch{lsn: lsn, ids: []string{id}}})
-	q.bytes += n + 48
-	q.total.Add(int64(n + 48))
-	q.signal()
+	q.touch.ids = append(q.touch.ids, id)
+	q.touch.bytes += n
+	q.bytes += n
+	q.total.Add(int64(n))
 	return true
 }
 
-// take removes and returns every queued item and the bytes they held.
+// endTxnLocked queues the transaction's touched frame, if it has one.
+func (q *queue) endTxnLocked() {
+	if q.touch == nil {
+		return
+	}
+	q.items = append(q.items, item{touch: q.touch})
+	q.touch = nil
+	q.signal()
+}
+
+// untouchLocked removes id from the touched frame being collected: a
+// subscription that ended is named in no frame after.
+func (q *queue) untouchLocked(id string) {
+	t := q.touch
+	if t == nil {
+		return
+	}
+	i := slices.Index(t.ids, id)
+	if i < 0 {
+		return
+	}
+	t.ids = slices.Delete(t.ids, i, i+1)
+	n := len(id) + 3
+	if len(t.ids) == 0 {
+		q.touch = nil
+		n = t.bytes
+	}
+	t.bytes -= n
+	q.bytes -= n
+	q.total.Add(-int64(n))
+}
+
+// take removes and returns every queued item and the bytes they held
+// (a touched frame still collecting ids stays).
 func (q *queue) take(buf []item) ([]item, int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	items, n := q.items, q.bytes
 	q.items, q.bytes = buf[:0], 0
+	if t := q.touch; t != nil {
+		q.bytes = t.bytes
+		n -= t.bytes
+	}
 	q.total.Add(-int64(n))
 	return items, n
 }

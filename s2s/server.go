@@ -25,7 +25,7 @@ const (
 	DefaultMaxFrameBytes    = wire.DefaultMaxFrameBytes
 	DefaultMaxQueueBytes    = 16 << 20
 	DefaultLagInterval      = 500 * time.Millisecond
-	DefaultSubscribeTimeout = 30 * time.Second
+	DefaultCompileTimeout   = 30 * time.Second
 	DefaultWriteTimeout     = 10 * time.Second
 )
 
@@ -52,12 +52,14 @@ type Config struct {
 	MaxQueueBytes int
 	// LagInterval is the cadence of lag frames.
 	LagInterval time.Duration
-	// SubscribeTimeout bounds compiling a query (hydration is not bounded
-	// by it: the engine's read timeout is).
-	SubscribeTimeout time.Duration
+	// CompileTimeout bounds registering a subscription with the engine:
+	// parsing, catalog look-ups and planning (hydration is not bounded
+	// by it: the engine's read timeout is). Past it the subscription is
+	// refused, retryable.
+	CompileTimeout time.Duration
 	// WriteTimeout bounds a write to the socket: one frame, or the frames
 	// a connection's write loop drains at once (a deadline at least 0.9
-	// times it ahead).
+	// times it ahead). A write that misses it drops the connection.
 	WriteTimeout time.Duration
 	// ServerVersion, SystemIdentifier and Database are sent in hello.
 	ServerVersion    string
@@ -80,7 +82,7 @@ func DefaultConfig() Config {
 		MaxFrameBytes:    DefaultMaxFrameBytes,
 		MaxQueueBytes:    DefaultMaxQueueBytes,
 		LagInterval:      DefaultLagInterval,
-		SubscribeTimeout: DefaultSubscribeTimeout,
+		CompileTimeout:   DefaultCompileTimeout,
 		WriteTimeout:     DefaultWriteTimeout,
 	}
 }
@@ -94,6 +96,10 @@ func (c Config) Validate() error {
 		return errors.New("s2s config: limits must be 0 (no limit) or positive")
 	case c.LagInterval <= 0:
 		return fmt.Errorf("s2s config: lag interval %v must be positive", c.LagInterval)
+	case c.CompileTimeout <= 0:
+		return fmt.Errorf("s2s config: compile timeout %v must be positive", c.CompileTimeout)
+	case c.WriteTimeout <= 0:
+		return fmt.Errorf("s2s config: write timeout %v must be positive", c.WriteTimeout)
 	case c.MaxQueueBytes > 0 && c.MaxFrameBytes > 0 && c.MaxQueueBytes < 4096:
 		return fmt.Errorf("s2s config: max queue bytes %d is too small to hold a frame (at least 4096)", c.MaxQueueBytes)
 	}

@@ -241,6 +241,12 @@ const (
 	CodeTooMany       = "too_many_subscriptions"
 	CodeShuttingDown  = "shutting_down"
 	CodeInternal      = "internal"
+	// Codes of refused and ended frames for reads and schema changes.
+	CodeTimeout       = "timeout"        // compiling, or a read, took too long
+	CodeRowLimit      = "row_limit"      // a read returned more rows than the server's row limit
+	CodeReadFailed    = "read_failed"    // a read failed for another reason (in the reason)
+	CodeTableDropped  = "table_dropped"  // a table the query reads was dropped
+	CodeSchemaChanged = "schema_changed" // a table the query reads changed shape
 )
 
 // WebSocket close codes the server uses (besides 1000 and 1001).

@@ -105,6 +105,8 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 		readConc    = num("read-concurrency", "FRESHET_READ_CONCURRENCY", engine.DefaultReadConcurrency, "hydration reads run at once")
 		heartbeat   = dur("heartbeat", "FRESHET_HEARTBEAT_INTERVAL", def.HeartbeatInterval, "WAL heartbeat cadence (lag probes)")
 		lagEvery    = dur("lag-interval", "FRESHET_LAG_INTERVAL", s2sDef.LagInterval, "cadence of lag frames to clients")
+		writeTO     = dur("write-timeout", "FRESHET_WRITE_TIMEOUT", s2sDef.WriteTimeout, "longest a write to a client's socket may take before the connection is dropped")
+		compileTO   = dur("compile-timeout", "FRESHET_COMPILE_TIMEOUT", s2sDef.CompileTimeout, "longest compiling a subscription's query may take")
 		shutdown    = dur("shutdown-timeout", "FRESHET_SHUTDOWN_TIMEOUT", 10*time.Second, "longest a graceful shutdown waits for connections")
 		logLevel    = str("log-level", "FRESHET_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 		logFormat   = str("log-format", "FRESHET_LOG_FORMAT", "text", "log format: text or json")
@@ -181,6 +183,8 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 		{"read-timeout", readTimeout, &cfg.Engine.ReadTimeout},
 		{"heartbeat", heartbeat, &cfg.Stream.HeartbeatInterval},
 		{"lag-interval", lagEvery, &cfg.S2S.LagInterval},
+		{"write-timeout", writeTO, &cfg.S2S.WriteTimeout},
+		{"compile-timeout", compileTO, &cfg.S2S.CompileTimeout},
 		{"shutdown-timeout", shutdown, &cfg.ShutdownTimeout},
 	}
 	for _, d := range durs {
