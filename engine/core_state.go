@@ -49,6 +49,7 @@ type state struct {
 	markKeys [2]string // the old and new key of the change being routed
 	keysBuf  []string
 	nextsBuf []settleNext
+	cmpBuf   []byte // sameOutput's scratch
 }
 
 // read is a read asked for and not landed yet.
@@ -80,7 +81,7 @@ type ovKey struct {
 type pend struct {
 	tb     *table
 	key    string
-	before []any    // the row before the transaction (nil: not held)
+	before rowVals  // the row before the transaction (zero: not held)
 	after  []any    // nil: deleted
 	h      *heldRow // the row object that holds it once committed
 }
@@ -310,7 +311,7 @@ func (s *state) intern(v *view, rs *rset) {
 			h = e.row
 			tb.rows[k] = h
 		} else {
-			h.vals = merge(h.vals, e.row.vals)
+			tb.mergeHeld(h, e.row.rowVals)
 			e.row = h
 		}
 		h.addHolder(vs)
@@ -377,7 +378,7 @@ func (s *state) current(tb *table, key string) []any {
 		return p.after
 	}
 	if h := tb.rows[key]; h != nil {
-		return h.vals
+		return h.values()
 	}
 	return nil
 }
@@ -394,7 +395,7 @@ func (s *state) setPend(tb *table, key string, after []any) {
 			p = &pend{tb: tb, key: key}
 		}
 		if h := tb.rows[key]; h != nil {
-			p.before = h.vals
+			p.before = h.rowVals
 		}
 		s.ov[k] = p
 		s.ovList = append(s.ovList, p)
@@ -435,17 +436,18 @@ func (s *state) rowChange(tb *table, ch *change.Change) {
 	}
 	var newVals []any
 	if ch.Op != change.OpDelete {
-		var fill *heldRow
-		if oldKey != "" {
-			if cur := s.current(tb, oldKey); cur != nil {
-				fill = &heldRow{vals: cur}
-			}
+		// fill serves values the change did not send (unchanged TOAST);
+		// decoding the held row is skipped when every value was sent.
+		var fill []any
+		needFill := missing(ch.New)
+		if oldKey != "" && needFill {
+			fill = s.current(tb, oldKey)
 		}
 		if fill == nil && ch.OldIsRow && oldVals != nil {
-			fill = &heldRow{vals: oldVals}
+			fill = oldVals
 		}
 		newVals, _ = tb.decodeRow(ch.Rel, ch.New, fill, s.opts.Types)
-		if fill == nil && ch.Op == change.OpUpdate {
+		if fill == nil && ch.Op == change.OpUpdate && needFill {
 			// No old key sent: the key did not change; fill unchanged
 			// values from the held row.
 			if k, ok := tb.keyOf(newVals); ok {
@@ -557,7 +559,7 @@ func (s *state) finish(lsn change.LSN) {
 		}
 		p.h = h
 		if p.after != nil {
-			h.vals = p.after
+			h.rowVals = p.tb.encode(p.after)
 		}
 	}
 	slices.SortFunc(s.dirty, func(a, b *view) int { return cmpU64(a.id, b.id) })
@@ -615,15 +617,12 @@ func (s *state) finish(lsn change.LSN) {
 }
 
 // p0 returns the values a row had before the transaction.
-func p0(s *state, tb *table, key string) []any {
+func p0(s *state, tb *table, key string) rowVals {
 	if p := s.ov[ovKey{tb.oid, key}]; p != nil {
 		return p.before
 	}
-	return nil
+	return rowVals{}
 }
-
-// q0 returns an entry's query.Row as it is now.
-func q0(v *view, e *entry) query.Row { return v.qOf(e) }
 
 func cmpU64(a, b uint64) int {
 	switch {
@@ -669,6 +668,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		}
 		if v.plan.Eval(q) == query.True {
 			nexts[i].e = &entry{key: k, row: p.h}
+			nexts[i].q = q
 			if v.ordered {
 				nexts[i].e.q = q
 			}
@@ -692,8 +692,8 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		case old != nil && !kept:
 			d.removed = append(d.removed, Key(n.key))
 		case kept:
-			now := v.plan.Project(q0(v, n.e))
-			if old == nil || !v.sameOutput(p0(s, tb, n.key), now) {
+			now := v.plan.Project(n.q) // the row as the transaction left it
+			if old == nil || !v.sameOutput(p0(s, tb, n.key), now, &s.cmpBuf) {
 				d.rows = append(d.rows, ResultRow{Key: Key(n.key), Values: now})
 			}
 		}
@@ -723,6 +723,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 type settleNext struct {
 	key string
 	e   *entry
+	q   query.Row // e's row
 }
 
 // dropHold releases vs's hold on h during a transaction (the row table
@@ -913,7 +914,7 @@ func (s *state) landRead(r *read) {
 			continue
 		}
 		priv[k] = vals
-		e := &entry{key: k, row: &heldRow{vals: vals}}
+		e := &entry{key: k, row: &heldRow{rowVals: tb.encode(vals)}}
 		if rs.ordered {
 			e.q = v.row(vals)
 		}
@@ -959,11 +960,7 @@ func (s *state) landRead(r *read) {
 			if oldKey == "" {
 				oldKey, _ = tb.keyOf(nv)
 			}
-			var fill *heldRow
-			if cur := priv[oldKey]; cur != nil {
-				fill = &heldRow{vals: cur}
-			}
-			newVals, _ = tb.decodeRow(ch.Rel, ch.New, fill, s.opts.Types)
+			newVals, _ = tb.decodeRow(ch.Rel, ch.New, priv[oldKey], s.opts.Types)
 			var kok bool
 			if newKey, kok = tb.keyOf(newVals); !kok {
 				return false
@@ -980,7 +977,7 @@ func (s *state) landRead(r *read) {
 					return false
 				}
 				priv[newKey] = newVals
-				e := &entry{key: newKey, row: &heldRow{vals: newVals}}
+				e := &entry{key: newKey, row: &heldRow{rowVals: tb.encode(newVals)}}
 				if rs.ordered {
 					e.q = q
 				}

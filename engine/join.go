@@ -197,13 +197,14 @@ func delIdx(m map[string]map[string]*heldRow, k, pk string) {
 // hold makes h (key pk) a row of source vs, indexed.
 func (v *view) hold(vs *viewSource, pk string, h *heldRow) {
 	vs.rows[pk] = h
+	vals := h.values()
 	if len(vs.src.On) > 0 {
-		if k, ok := joinKey(vs, h.vals); ok {
+		if k, ok := joinKey(vs, vals); ok {
 			addIdx(vs.byJoin, k, pk, h)
 		}
 	}
 	for c, m := range vs.byCol {
-		if k, ok := colKey(vs, c, h.vals); ok {
+		if k, ok := colKey(vs, c, vals); ok {
 			addIdx(m, k, pk, h)
 		}
 	}
@@ -234,7 +235,7 @@ func (v *view) enumerate(rootKey string, root *heldRow) []*entry {
 	rows := make([]*heldRow, n)
 	q := make(query.Row, n)
 	keys := make([]string, n)
-	rows[0], q[0], keys[0] = root, srcVals(v.srcs[0], root.vals), rootKey
+	rows[0], q[0], keys[0] = root, srcVals(v.srcs[0], root.values()), rootKey
 	var out []*entry
 	var rec func(i int)
 	rec = func(i int) {
@@ -252,7 +253,7 @@ func (v *view) enumerate(rootKey string, root *heldRow) []*entry {
 			pks := slices.Sorted(maps.Keys(m))
 			for _, pk := range pks {
 				h := m[pk]
-				rows[i], q[i], keys[i] = h, srcVals(vs, h.vals), pk
+				rows[i], q[i], keys[i] = h, srcVals(vs, h.values()), pk
 				found = true
 				rec(i + 1)
 			}
@@ -287,7 +288,7 @@ func (v *view) rootsOf(i int, pk string, vals []any, roots map[string]struct{}, 
 	parent := v.srcs[on.Other]
 	k := string(query.AppendKey(nil, parent.src.Columns[on.OtherColumn].TypeOID, x))
 	for ppk, h := range parent.byCol[on.OtherColumn][k] {
-		v.rootsOf(on.Other, ppk, h.vals, roots, depth+1)
+		v.rootsOf(on.Other, ppk, h.values(), roots, depth+1)
 	}
 }
 
@@ -350,7 +351,7 @@ func (s *state) touchJoin(vs *viewSource, keys ...string) {
 		}
 		var old []any
 		if h := vs.rows[k]; h != nil {
-			old = h.vals
+			old = h.values()
 		}
 		t[k] = old
 	}
@@ -396,7 +397,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 			if held := vs.rows[k]; held != nil {
 				v.unhold(vs, k, old)
 				if old == nil {
-					v.unhold(vs, k, held.vals)
+					v.unhold(vs, k, held.values())
 				}
 				s.dropHold(vs, k, held)
 			}
@@ -643,10 +644,10 @@ func (s *state) landJoin(v *view) {
 			vals := priv[i][k]
 			h := tb.rows[k]
 			if h == nil {
-				h = &heldRow{vals: vals}
+				h = &heldRow{rowVals: tb.encode(vals)}
 				tb.rows[k] = h
 			} else {
-				h.vals = merge(h.vals, vals)
+				tb.mergeHeld(h, tb.encode(vals))
 			}
 			h.addHolder(vs)
 			v.hold(vs, k, h)
@@ -729,11 +730,7 @@ func (s *state) replaySource(vs *viewSource, preds []srcPred, m map[string][]any
 	if oldKey == "" {
 		oldKey, _ = tb.keyOf(nv)
 	}
-	var fill *heldRow
-	if cur := m[oldKey]; cur != nil {
-		fill = &heldRow{vals: cur}
-	}
-	nv, _ = tb.decodeRow(ch.Rel, ch.New, fill, s.opts.Types)
+	nv, _ = tb.decodeRow(ch.Rel, ch.New, m[oldKey], s.opts.Types)
 	newKey, ok := tb.keyOf(nv)
 	if !ok {
 		return false

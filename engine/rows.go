@@ -13,19 +13,14 @@ type unloaded struct{}
 func isUnloaded(v any) bool { _, ok := v.(unloaded); return ok }
 
 // heldRow is one row of a table, held once however many views hold it.
-// vals is indexed by the table's layout; it is never changed in place (an
-// update installs a new slice), so a slice taken before a transaction keeps
-// describing the row as it was.
+// Its values are kept encoded (rowVals), not as decoded Go values: one
+// string per row instead of a slice of interfaces and a box per value.
+// The encoding is never changed in place (an update installs a new one),
+// so a rowVals taken before a transaction keeps describing the row as it
+// was.
 type heldRow struct {
-	vals    []any
+	rowVals
 	holders []*viewSource // one entry per view source holding the row
-}
-
-func (r *heldRow) val(i int) any {
-	if i < len(r.vals) {
-		return r.vals[i]
-	}
-	return unloaded{}
 }
 
 func (r *heldRow) addHolder(vs *viewSource) { r.holders = append(r.holders, vs) }
@@ -71,6 +66,7 @@ type table struct {
 	relMaps map[*change.Relation][]int
 	rel     *change.Relation // the newest shape seen
 	keyBuf  []byte           // keyOf's scratch
+	encBuf  []byte           // encode's scratch
 }
 
 func newTable(t *query.Table) *table {
@@ -129,7 +125,7 @@ func (tb *table) relMap(rel *change.Relation) []int {
 // slice. Values it cannot know (Absent, Unchanged, undecodable) are left
 // unloaded and reported by ok=false when a needed column is among them;
 // fill supplies unchanged values from the row as held, when there is one.
-func (tb *table) decodeRow(rel *change.Relation, row change.Row, fill *heldRow, types change.TypeResolver) (vals []any, ok bool) {
+func (tb *table) decodeRow(rel *change.Relation, row change.Row, fill []any, types change.TypeResolver) (vals []any, ok bool) {
 	m := tb.relMap(rel)
 	vals = make([]any, len(tb.cols))
 	for i := range vals {
@@ -167,8 +163,8 @@ func (tb *table) decodeRow(rel *change.Relation, row change.Row, fill *heldRow, 
 			}
 			vals[p] = x
 		default: // Absent, Unchanged
-			if fill != nil && !isUnloaded(fill.val(p)) {
-				vals[p] = fill.val(p)
+			if x := valAt(fill, p); !isUnloaded(x) {
+				vals[p] = x
 			} else if lc.need > 0 {
 				ok = false
 			}
@@ -217,4 +213,31 @@ func merge(dst, src []any) []any {
 		}
 	}
 	return dst
+}
+
+// encode encodes a layout row for holding.
+func (tb *table) encode(vals []any) rowVals {
+	var rv rowVals
+	rv, tb.encBuf = encodeVals(tb.encBuf, vals)
+	return rv
+}
+
+// mergeHeld fills the unloaded slots of h from src, a row at the same
+// position (a view that loaded other columns of it).
+func (tb *table) mergeHeld(h *heldRow, src rowVals) {
+	if h.enc == src.enc && h.boxes == nil && src.boxes == nil {
+		return
+	}
+	h.rowVals = tb.encode(merge(h.values(), src.values()))
+}
+
+// missing reports whether a change's row lacks values (unchanged TOAST,
+// or absent).
+func missing(row change.Row) bool {
+	for _, v := range row {
+		if v.Kind == change.Unchanged || v.Kind == change.Absent {
+			return true
+		}
+	}
+	return false
 }

@@ -260,7 +260,7 @@ func (v *view) qOf(e *entry) query.Row {
 	if e.q != nil {
 		return e.q
 	}
-	return v.row(e.row.vals)
+	return query.Row{e.row.pick(v.srcs[0].col)}
 }
 
 func (v *view) resultRow(e *entry) ResultRow {
@@ -343,23 +343,21 @@ func (v *view) diffShown() delta {
 }
 
 // sameOutput reports whether a single-table view's projection of the
-// layout row vals equals the projected values out (as sameValues), without
-// building the projection.
-func (v *view) sameOutput(vals []any, out []any) bool {
+// held row rv equals the projected values out (as sameValues), comparing
+// encodings without decoding rv.
+func (v *view) sameOutput(rv rowVals, out []any, scratch *[]byte) bool {
 	col := v.srcs[0].col
 	if len(out) != len(v.plan.Output) {
 		return false
 	}
 	for i, o := range v.plan.Output {
-		var x any
-		if o.Source >= 0 {
-			if p := col[o.Column]; p < len(vals) {
-				x = vals[p]
-			} else {
-				x = unloaded{}
+		if o.Source < 0 {
+			if out[i] != nil {
+				return false
 			}
+			continue
 		}
-		if !sameValue(x, out[i]) {
+		if !rv.sameAt(col[o.Column], out[i], scratch) {
 			return false
 		}
 	}
