@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -234,40 +235,69 @@ func TestMemoryPerSubscription(t *testing.T) {
 }
 
 // TestMemoryPerRow measures bytes per held row against the row's text
-// size, for rows held by one view and by ten views sharing them.
+// size (the sum of its values' text forms as the change stream sends
+// them), for narrow rows (about 31 bytes of text) and wide ones (a 250-byte
+// text column), held by one view and by ten views sharing them, and
+// asserts generous bounds: a row costs a fixed overhead (its key, its
+// entries in the table's and each view's hash maps, its holder list) plus
+// about its text size.
 func TestMemoryPerRow(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("memory measurement (not under -short or -race)")
 	}
-	for _, views := range []int{1, 10} {
-		const n = 50_000
-		bc := newBenchCore(t)
-		var plans []*query.Plan
-		for v := 0; v < views; v++ {
-			plans = append(plans, bc.compile(t, fmt.Sprintf("SELECT * FROM items WHERE price >= %d", -v)))
-		}
-		bc.subscribe(t, plans)
-		var text int
-		chs := make([]change.Change, 0, 1000)
-		before := heap()
-		for i := 0; i < n; i++ {
-			r := bc.row(i, i%1000)
-			for _, v := range r {
-				text += len(v.Data)
-			}
-			chs = append(chs, change.Change{Op: change.OpInsert, Rel: bc.rel, New: r})
-			if len(chs) == cap(chs) {
-				bc.txn(chs)
-				bc.core.Ready()
-				chs = make([]change.Change, 0, 1000)
-			}
-		}
-		after := heap()
-		if got := bc.core.Stats().HeldRows; got != n {
-			t.Fatalf("HeldRows = %d, want %d", got, n)
-		}
-		per := float64(after-before) / n
-		t.Logf("%d view(s): bytes per held row %.0f, text size %.1f, ratio %.2f", views, per, float64(text)/n, per/(float64(text)/n))
-		runtime.KeepAlive(bc)
+	tests := []struct {
+		name  string
+		pad   int // bytes added to the name column
+		views int
+		max   float64 // bytes per row allowed
+	}{
+		{"narrow/1 view", 0, 1, 320},
+		{"narrow/10 views", 0, 10, 1200},
+		{"wide/1 view", 250, 1, 1.5*281 + 250},
+		{"wide/10 views", 250, 10, 1.5*281 + 1100},
 	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			per, text := memoryPerRow(t, tt.pad, tt.views)
+			t.Logf("%s: bytes per held row %.0f, text size %.1f, ratio %.2f", tt.name, per, text, per/text)
+			if per > tt.max {
+				t.Errorf("bytes per held row = %.0f, want <= %.0f", per, tt.max)
+			}
+		})
+	}
+}
+
+// memoryPerRow holds 50,000 rows in views sharing them and returns the
+// heap bytes per row and the rows' mean text size.
+func memoryPerRow(t *testing.T, pad, views int) (per, text float64) {
+	const n = 50_000
+	bc := newBenchCore(t)
+	var plans []*query.Plan
+	for v := 0; v < views; v++ {
+		plans = append(plans, bc.compile(t, fmt.Sprintf("SELECT * FROM items WHERE price >= %d", -v)))
+	}
+	bc.subscribe(t, plans)
+	padding := strings.Repeat("p", pad)
+	var textN int
+	chs := make([]change.Change, 0, 1000)
+	before := heap()
+	for i := 0; i < n; i++ {
+		r := bc.row(i, i%1000)
+		r[1] = txt(string(r[1].Data) + padding)
+		for _, v := range r {
+			textN += len(v.Data)
+		}
+		chs = append(chs, change.Change{Op: change.OpInsert, Rel: bc.rel, New: r})
+		if len(chs) == cap(chs) {
+			bc.txn(chs)
+			bc.core.Ready()
+			chs = make([]change.Change, 0, 1000)
+		}
+	}
+	after := heap()
+	if got := bc.core.Stats().HeldRows; got != n {
+		t.Fatalf("HeldRows = %d, want %d", got, n)
+	}
+	runtime.KeepAlive(bc)
+	return (float64(after) - float64(before)) / n, float64(textN) / n
 }

@@ -312,7 +312,11 @@ func (s *state) intern(v *view, rs *rset) {
 			tb.rows[k] = h
 		} else {
 			tb.mergeHeld(h, e.row.rowVals)
-			e.row = h
+			if rs.ordered {
+				e.row = h
+			} else {
+				rs.result[k] = h.entry(k)
+			}
 		}
 		h.addHolder(vs)
 	}
@@ -667,10 +671,12 @@ func (s *state) settle(v *view, lsn change.LSN) {
 			return
 		}
 		if v.plan.Eval(q) == query.True {
-			nexts[i].e = &entry{key: k, row: p.h}
 			nexts[i].q = q
 			if v.ordered {
-				nexts[i].e.q = q
+				nexts[i].e = &entry{key: k, row: p.h}
+				nexts[i].e.setQ(q)
+			} else {
+				nexts[i].e = p.h.entry(k)
 			}
 		}
 	}
@@ -914,17 +920,14 @@ func (s *state) landRead(r *read) {
 			continue
 		}
 		priv[k] = vals
-		e := &entry{key: k, row: &heldRow{rowVals: tb.encode(vals)}}
-		if rs.ordered {
-			e.q = v.row(vals)
-		}
+		e := rs.newEntry(k, &heldRow{rowVals: tb.encode(vals)}, v, vals)
 		rs.remove(k)
 		rs.insert(e)
 	}
 	// The read's last row bounds what a window knows: it was cut there.
 	rs.complete = complete
 	if !rs.complete && len(rs.list) > 0 {
-		rs.bound = rs.list[len(rs.list)-1].q
+		rs.bound = rs.list[len(rs.list)-1].q()
 	}
 	ok := s.replay(r.logStart, r.snap, func(ch *change.Change) bool {
 		switch ch.Op {
@@ -977,10 +980,7 @@ func (s *state) landRead(r *read) {
 					return false
 				}
 				priv[newKey] = newVals
-				e := &entry{key: newKey, row: &heldRow{rowVals: tb.encode(newVals)}}
-				if rs.ordered {
-					e.q = q
-				}
+				e := rs.newEntry(newKey, &heldRow{rowVals: tb.encode(newVals)}, v, newVals)
 				rs.insert(e)
 			}
 		}

@@ -241,8 +241,8 @@ func (v *view) enumerate(rootKey string, root *heldRow) []*entry {
 	rec = func(i int) {
 		if i == n {
 			if v.plan.Eval(q) == query.True {
-				out = append(out, &entry{key: strings.Join(keys, ""), q: slices.Clone(q),
-					j: &joinEntry{root: rootKey, rows: slices.Clone(rows), srcKeys: slices.Clone(keys)}})
+				out = append(out, &entry{key: strings.Join(keys, ""), x: &entryExt{q: slices.Clone(q),
+					j: &joinEntry{root: rootKey, rows: slices.Clone(rows), srcKeys: slices.Clone(keys)}}})
 			}
 			return
 		}
@@ -300,11 +300,11 @@ func (v *view) addEntry(rootKey string, e *entry) {
 		js.byRoot[rootKey] = m
 	}
 	m[e.key] = e
-	for i, h := range e.j.rows {
+	for i, h := range e.x.j.rows {
 		if h == nil {
 			continue
 		}
-		pk := e.j.srcKeys[i]
+		pk := e.x.j.srcKeys[i]
 		bm := js.bySrc[i][pk]
 		if bm == nil {
 			bm = make(map[string]*entry)
@@ -323,11 +323,11 @@ func (v *view) dropEntry(rootKey string, e *entry) {
 			delete(js.byRoot, rootKey)
 		}
 	}
-	for i, h := range e.j.rows {
+	for i, h := range e.x.j.rows {
 		if h == nil {
 			continue
 		}
-		pk := e.j.srcKeys[i]
+		pk := e.x.j.srcKeys[i]
 		if bm := js.bySrc[i][pk]; bm != nil {
 			delete(bm, e.key)
 			if len(bm) == 0 {
@@ -374,7 +374,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 		for _, k := range keys {
 			old := t[k]
 			for _, e := range js.bySrc[i][k] {
-				roots[e.j.root] = struct{}{}
+				roots[e.x.j.root] = struct{}{}
 			}
 			if old != nil {
 				v.rootsOf(i, k, old, roots, 0)
@@ -430,7 +430,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 			if v.ordered || v.plan.Count {
 				continue
 			}
-			if oe := oldByKey[e.key]; oe == nil || !sameValues(v.plan.Project(oe.q), v.plan.Project(e.q)) {
+			if oe := oldByKey[e.key]; oe == nil || !sameValues(v.plan.Project(oe.q()), v.plan.Project(e.q())) {
 				d.rows = append(d.rows, v.resultRow(e))
 			}
 		}
@@ -671,7 +671,7 @@ func (s *state) landJoin(v *view) {
 		default:
 			for k, e := range v.result {
 				oe := old.result[k]
-				if oe == nil || !sameValues(v.plan.Project(oe.q), v.plan.Project(e.q)) {
+				if oe == nil || !sameValues(v.plan.Project(oe.q()), v.plan.Project(e.q())) {
 					d.rows = append(d.rows, v.resultRow(e))
 				}
 			}

@@ -21,6 +21,18 @@ func isUnloaded(v any) bool { _, ok := v.(unloaded); return ok }
 type heldRow struct {
 	rowVals
 	holders []*viewSource // one entry per view source holding the row
+	// ent is the result entry every single-table view without ORDER BY or
+	// LIMIT holds the row by: such an entry is only a key and the row,
+	// so one serves them all.
+	ent entry
+}
+
+// entry returns the row's shared plain entry (key is the row's key).
+func (r *heldRow) entry(key string) *entry {
+	if r.ent.row == nil {
+		r.ent = entry{key: key, row: r}
+	}
+	return &r.ent
 }
 
 func (r *heldRow) addHolder(vs *viewSource) { r.holders = append(r.holders, vs) }

@@ -49,14 +49,20 @@ type viewSource struct {
 	byCol map[int]map[string]map[string]*heldRow
 }
 
-// entry is one row of a view's result. It is kept small: a single-table
-// view without ORDER BY holds only the key and the shared row (its
-// query.Row is rebuilt when needed).
+// entry is one row of a view's result. It is kept small (32 bytes): a
+// single-table view without ORDER BY holds only the key and the shared row
+// (its query.Row is decoded when needed); what ordered and join views add
+// hangs off x.
 type entry struct {
 	key string
-	row *heldRow   // single-table views
-	q   query.Row  // ordered and join views: the row as it entered the result
-	j   *joinEntry // join views
+	row *heldRow // single-table views
+	x   *entryExt
+}
+
+// entryExt is the part of an entry only ordered and join views need.
+type entryExt struct {
+	q query.Row  // the row as it entered the result
+	j *joinEntry // join views
 }
 
 // joinEntry is the part of an entry only join views need.
@@ -65,6 +71,29 @@ type joinEntry struct {
 	root    string     // the root row's key
 	srcKeys []string   // each source's key
 }
+
+// q returns the row an ordered or join view's entry entered the result
+// with (nil for other views).
+func (e *entry) q() query.Row {
+	if e.x == nil {
+		return nil
+	}
+	return e.x.q
+}
+
+// newEntry returns the entry of a single-table view's result for row h
+// (key k, layout values vals).
+func (v *rset) newEntry(k string, h *heldRow, vw *view, vals []any) *entry {
+	if !v.ordered {
+		return h.entry(k)
+	}
+	e := &entry{key: k, row: h}
+	e.setQ(vw.row(vals))
+	return e
+}
+
+// setQ records the row an ordered view's entry entered the result with.
+func (e *entry) setQ(q query.Row) { e.x = &entryExt{q: q} }
 
 // view is the maintained result of one plan, shared by its subscribers.
 type view struct {
@@ -175,10 +204,10 @@ func (v *rset) insert(e *entry) bool {
 		v.result[e.key] = e
 		return true
 	}
-	if v.window && !v.complete && (v.bound == nil || v.plan.CompareWindow(e.q, v.bound) > 0) {
+	if v.window && !v.complete && (v.bound == nil || v.plan.CompareWindow(e.q(), v.bound) > 0) {
 		return false
 	}
-	i := sort.Search(len(v.list), func(i int) bool { return v.plan.CompareWindow(v.list[i].q, e.q) > 0 })
+	i := sort.Search(len(v.list), func(i int) bool { return v.plan.CompareWindow(v.list[i].q(), e.q()) > 0 })
 	v.list = slices.Insert(v.list, i, e)
 	v.result[e.key] = e
 	return true
@@ -192,7 +221,7 @@ func (v *rset) remove(key string) *entry {
 	}
 	delete(v.result, key)
 	if v.ordered {
-		i := sort.Search(len(v.list), func(i int) bool { return v.plan.CompareWindow(v.list[i].q, e.q) >= 0 })
+		i := sort.Search(len(v.list), func(i int) bool { return v.plan.CompareWindow(v.list[i].q(), e.q()) >= 0 })
 		for ; i < len(v.list); i++ {
 			if v.list[i] == e {
 				v.list = slices.Delete(v.list, i, i+1)
@@ -216,7 +245,7 @@ func (v *rset) trim() []*entry {
 	v.list = v.list[:v.cap]
 	v.complete = false
 	if v.cap > 0 {
-		v.bound = v.list[v.cap-1].q
+		v.bound = v.list[v.cap-1].q()
 	}
 	return cut
 }
@@ -257,8 +286,8 @@ func (v *rset) countRows() []ResultRow {
 
 // qOf returns an entry's query.Row.
 func (v *view) qOf(e *entry) query.Row {
-	if e.q != nil {
-		return e.q
+	if e.q() != nil {
+		return e.q()
 	}
 	return query.Row{e.row.pick(v.srcs[0].col)}
 }
@@ -272,7 +301,7 @@ func (v *view) snapshotShown() {
 	vis := v.visible()
 	v.shown = v.shown[:0]
 	for _, e := range vis {
-		v.shown = append(v.shown, shownRow{e.key, v.plan.Project(e.q)})
+		v.shown = append(v.shown, shownRow{e.key, v.plan.Project(e.q())})
 	}
 }
 
@@ -319,7 +348,7 @@ func (v *view) diffShown() delta {
 	same := len(vis) == len(v.shown)
 	for i, e := range vis {
 		now[e.key] = true
-		vals := v.plan.Project(e.q)
+		vals := v.plan.Project(e.q())
 		ov, ok := old[e.key]
 		if !ok || !sameValues(ov, vals) {
 			d.rows = append(d.rows, ResultRow{Key: Key(e.key), Values: vals})
