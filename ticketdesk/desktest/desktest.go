@@ -1,0 +1,134 @@
+// Package desktest is what tests of the ticket desk need (the desk's own
+// and the demo's): a `freshet serve` following a test database (through
+// internal/servetest), and read-cache pools whose statements to
+// PostgreSQL are counted and whose refusals are recorded by code.
+package desktest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/freshetdb/freshet/internal/servetest"
+	"github.com/freshetdb/freshet/readcache"
+	"github.com/freshetdb/freshet/readcache/stdlib"
+	"github.com/jackc/pgx/v5"
+)
+
+// Server is a running `freshet serve` (see internal/servetest).
+type Server = servetest.Server
+
+// Serve starts `freshet serve` following dsn (whose database is dbName)
+// with 100 ms heartbeats and lag frames, its slot and publication named
+// after the database, and extra flags appended (the desk's tests pass
+// "--row-limit" ticketdesk.RowLimit). It is stopped when the test ends.
+func Serve(t testing.TB, dsn, dbName string, extra ...string) *Server {
+	t.Helper()
+	return servetest.Start(t, servetest.Options{DSN: dsn, Slot: servetest.SlotFor("desk_", dbName), Args: extra})
+}
+
+// Pool is a *sql.DB reading through the cache, with the statements it
+// sends to PostgreSQL counted and the engine's refusals recorded.
+type Pool struct {
+	DB    *sql.DB
+	Cache *readcache.Cache
+	// Refusals records the refusal code the engine gave each SQL text.
+	Refusals *Refusals
+	stmts    atomic.Int64
+}
+
+// Statements returns how many statements the pool has sent to PostgreSQL.
+func (p *Pool) Statements() int64 { return p.stmts.Load() }
+
+// TraceQueryStart counts a statement (pgx.QueryTracer).
+func (p *Pool) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	p.stmts.Add(1)
+	return ctx
+}
+
+// TraceQueryEnd does nothing (pgx.QueryTracer).
+func (p *Pool) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// Open opens a pool on dsn reading through the engine at url, with a read
+// cache configured for tests (fast reconnects; tweak may change more). It
+// is closed when the test ends.
+func Open(t testing.TB, dsn, url string, tweak func(*readcache.Config)) *Pool {
+	t.Helper()
+	p := &Pool{Refusals: &Refusals{codes: map[string]string{}}}
+	cfg := readcache.DefaultConfig()
+	cfg.URL = url
+	cfg.Logger = slog.New(p.Refusals)
+	cfg.MinBackoff, cfg.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	pcfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcfg.Tracer = p
+	c, err := stdlib.NewConnectorConfig(pcfg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.DB, p.Cache = sql.OpenDB(c), c.Cache()
+	t.Cleanup(func() { p.DB.Close() })
+	return p
+}
+
+// Refusals is a slog.Handler that keeps the read cache's "query refused"
+// records (logged at debug level with the engine's code) by SQL text, and
+// passes warnings and errors to stderr when FRESHET_TEST_LOG is set.
+type Refusals struct {
+	mu    sync.Mutex
+	codes map[string]string
+}
+
+// Code returns the refusal code recorded for sql, or "".
+func (r *Refusals) Code(sql string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.codes[sql]
+}
+
+// Enabled takes every level: the refusals are logged at debug.
+func (r *Refusals) Enabled(context.Context, slog.Level) bool { return true }
+
+// Handle records a refusal.
+func (r *Refusals) Handle(_ context.Context, rec slog.Record) error {
+	if os.Getenv("FRESHET_TEST_LOG") != "" && rec.Level >= slog.LevelWarn {
+		fmt.Fprintln(os.Stderr, rec.Message)
+	}
+	if !strings.Contains(rec.Message, "refused") {
+		return nil
+	}
+	var code, sql string
+	rec.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "code":
+			code = a.Value.String()
+		case "sql":
+			sql = a.Value.String()
+		}
+		return true
+	})
+	if sql != "" {
+		r.mu.Lock()
+		r.codes[sql] = code
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// WithAttrs returns r: the records it keeps carry their own attributes.
+func (r *Refusals) WithAttrs([]slog.Attr) slog.Handler { return r }
+
+// WithGroup returns r.
+func (r *Refusals) WithGroup(string) slog.Handler { return r }

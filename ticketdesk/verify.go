@@ -1,0 +1,242 @@
+package ticketdesk
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"time"
+
+	"github.com/freshetdb/freshet/readcache"
+	"github.com/freshetdb/freshet/readcache/stdlib"
+	"gorm.io/gorm"
+)
+
+// DefaultSettle is how long Verify re-reads a differing pair before it
+// calls it a mismatch.
+const DefaultSettle = 2 * time.Second
+
+// VerifyConfig configures Verify. The zero value takes the defaults.
+type VerifyConfig struct {
+	// Settle bounds how long a differing pair is re-read (default 2 s);
+	// Retry is the pause between re-reads (default 20 ms).
+	Settle time.Duration
+	Retry  time.Duration
+	// Rounds is how many argument draws each lookup gets (default 1).
+	Rounds int
+	// Stats observes how the cached reads were routed: it is called
+	// before and after each first cached read, and the difference names
+	// the route. Default: the read cache of the cached pool's *sql.DB
+	// (stdlib.CacheOf), if it has one. The read cache exposes counters,
+	// not a per-read route, so the observation is exact only while
+	// nothing else reads through the same pool: give Verify a pool of
+	// its own. Reads whose counters moved by more than one are counted
+	// as "unobserved".
+	Stats func() readcache.Stats
+}
+
+// Route names of LookupReport.Routes besides the read cache's reasons
+// (readcache.Reason names such as "refused", "lag", "timeout").
+const (
+	RouteCache      = "cache"      // answered from the cache (a hit, or the first result of a subscription)
+	RouteUnobserved = "unobserved" // the counters moved by more than one read, or no counters
+)
+
+// LookupReport counts one lookup's comparisons.
+type LookupReport struct {
+	Name   string `json:"name"`
+	Expect Expect `json:"expect"`
+	// Compared pairs of answers; AgreedAtOnce on the first read;
+	// AgreedAfterSettle on a re-read within the settle time; Mismatched
+	// never.
+	Compared          int `json:"compared"`
+	AgreedAtOnce      int `json:"agreed_at_once"`
+	AgreedAfterSettle int `json:"agreed_after_settle"`
+	Mismatched        int `json:"mismatched"`
+	// Routes counts how the first cached read of each comparison was
+	// routed: RouteCache, a readcache reason name, or RouteUnobserved.
+	Routes map[string]int `json:"routes"`
+	// Misrouted counts reads routed against Expect: a Cached lookup the
+	// engine refused, or a Refused lookup served from the cache.
+	Misrouted int `json:"misrouted"`
+}
+
+// Mismatch is a comparison that failed, with both answers.
+type Mismatch struct {
+	Lookup string `json:"lookup"`
+	Args   []any  `json:"args"`
+	// Kind is "answer" (the cached answer never equalled PostgreSQL's
+	// within the settle time), "empty" (a lookup that must stay empty
+	// did not) or "route" (read routed against its Expect).
+	Kind   string `json:"kind"`
+	Cached any    `json:"cached"`
+	Direct any    `json:"direct"`
+	// Detail says what differs in a sentence.
+	Detail string `json:"detail"`
+}
+
+// VerifyReport is what Verify found.
+type VerifyReport struct {
+	Lookups    []LookupReport `json:"lookups"`
+	Mismatches []Mismatch     `json:"mismatches"`
+	Compared   int            `json:"compared"`
+}
+
+// OK reports whether nothing mismatched.
+func (r VerifyReport) OK() bool { return len(r.Mismatches) == 0 }
+
+// Verify reads every lookup (Rounds times, with arguments drawn from w by
+// r) through cached and through direct and compares the answers as JSON.
+// A differing pair is read again (both sides) every Retry until it agrees
+// or Settle runs out: the cached answer agrees when it equals any answer
+// PostgreSQL gave since the first read (under writes the two reads never
+// happen at the same instant, so a cached answer a moment behind is
+// right). One that never agrees is a Mismatch, kept with the last answers
+// of both. direct nil means cached with
+// readcache.ViaPostgres on each read. A read that fails is an error: the
+// comparison cannot be made.
+func Verify(ctx context.Context, cached, direct *gorm.DB, lookups []Lookup, w *World, r *rand.Rand, cfg VerifyConfig) (VerifyReport, error) {
+	if cfg.Settle <= 0 {
+		cfg.Settle = DefaultSettle
+	}
+	if cfg.Retry <= 0 {
+		cfg.Retry = 20 * time.Millisecond
+	}
+	if cfg.Rounds <= 0 {
+		cfg.Rounds = 1
+	}
+	if cfg.Stats == nil {
+		if sdb, err := cached.DB(); err == nil {
+			if c := stdlib.CacheOf(sdb); c != nil {
+				cfg.Stats = c.Stats
+			}
+		}
+	}
+	readDirect := func(l Lookup, args []any) (any, error) {
+		if direct == nil {
+			return l.Run(readcache.ViaPostgres(ctx), cached, args)
+		}
+		return l.Run(ctx, direct, args)
+	}
+	var rep VerifyReport
+	for _, l := range lookups {
+		lr := LookupReport{Name: l.Name, Expect: l.Expect, Routes: map[string]int{}}
+		for range cfg.Rounds {
+			args := l.Args(r, w)
+			var before readcache.Stats
+			if cfg.Stats != nil {
+				before = cfg.Stats()
+			}
+			c, err := l.Run(ctx, cached, args)
+			if err != nil {
+				return rep, fmt.Errorf("verify %s: read through the cache: %w", l.Name, err)
+			}
+			route := RouteUnobserved
+			if cfg.Stats != nil {
+				route = routeOf(before, cfg.Stats())
+			}
+			lr.Routes[route]++
+			if l.Expect == Cached && route == readcache.ReasonRefused.String() || l.Expect == Refused && route == RouteCache {
+				lr.Misrouted++
+				rep.Mismatches = append(rep.Mismatches, Mismatch{Lookup: l.Name, Args: args, Kind: "route", Cached: c,
+					Detail: fmt.Sprintf("expected %s, read was routed %q", l.Expect, route)})
+			}
+			d, err := readDirect(l, args)
+			if err != nil {
+				return rep, fmt.Errorf("verify %s: read PostgreSQL: %w", l.Name, err)
+			}
+			lr.Compared++
+			rep.Compared++
+			cj, dj := canon(c), canon(d)
+			if bytes.Equal(cj, dj) {
+				lr.AgreedAtOnce++
+			} else {
+				// PostgreSQL's answers seen since the first read: a cached
+				// answer equal to any of them was true within the settle
+				// time.
+				seen := map[string]bool{string(dj): true}
+				agreed := false
+				deadline := time.Now().Add(cfg.Settle)
+				for !agreed && time.Now().Before(deadline) {
+					select {
+					case <-ctx.Done():
+						return rep, ctx.Err()
+					case <-time.After(cfg.Retry):
+					}
+					if c, err = l.Run(ctx, cached, args); err != nil {
+						return rep, fmt.Errorf("verify %s: read through the cache: %w", l.Name, err)
+					}
+					if d, err = readDirect(l, args); err != nil {
+						return rep, fmt.Errorf("verify %s: read PostgreSQL: %w", l.Name, err)
+					}
+					cj, dj = canon(c), canon(d)
+					seen[string(dj)] = true
+					agreed = seen[string(cj)]
+				}
+				if agreed {
+					lr.AgreedAfterSettle++
+				} else {
+					lr.Mismatched++
+					rep.Mismatches = append(rep.Mismatches, Mismatch{Lookup: l.Name, Args: args, Kind: "answer", Cached: c, Direct: d,
+						Detail: fmt.Sprintf("the cached answer differed from every answer PostgreSQL gave for %v: %s", cfg.Settle, Diff(cj, dj))})
+				}
+			}
+			if l.Empty && (!isEmpty(cj) || !isEmpty(dj)) {
+				rep.Mismatches = append(rep.Mismatches, Mismatch{Lookup: l.Name, Args: args, Kind: "empty", Cached: c, Direct: d,
+					Detail: "a lookup that must stay empty returned rows"})
+			}
+		}
+		rep.Lookups = append(rep.Lookups, lr)
+	}
+	return rep, nil
+}
+
+// canon is the JSON of an answer: rows come ordered from the lookups, so
+// equal answers have equal bytes.
+func canon(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return []byte(fmt.Sprintf("unmarshalable %T: %v", v, err))
+	}
+	return b
+}
+
+func isEmpty(j []byte) bool {
+	s := string(j)
+	return s == "[]" || s == "null" || s == "0"
+}
+
+// routeOf names the route of the one read between two snapshots of the
+// read cache's counters.
+func routeOf(before, after readcache.Stats) string {
+	moved, route := 0, RouteUnobserved
+	if n := int((after.Hits - before.Hits) + (after.Misses - before.Misses)); n > 0 {
+		moved, route = moved+n, RouteCache
+	}
+	for reason, n := range after.Postgres {
+		if d := int(n - before.Postgres[reason]); d > 0 {
+			moved, route = moved+d, reason
+		}
+	}
+	if moved != 1 {
+		return RouteUnobserved
+	}
+	return route
+}
+
+// Diff says where two JSON answers first differ: the first row of two
+// arrays that differs (by index), their lengths, or both texts when they
+// are not arrays.
+func Diff(a, b []byte) string {
+	var ra, rb []json.RawMessage
+	if json.Unmarshal(a, &ra) != nil || json.Unmarshal(b, &rb) != nil {
+		return fmt.Sprintf("%.300s against %.300s", a, b)
+	}
+	for i := 0; i < len(ra) && i < len(rb); i++ {
+		if !bytes.Equal(ra[i], rb[i]) {
+			return fmt.Sprintf("row %d: %.300s against %.300s (%d rows against %d)", i, ra[i], rb[i], len(ra), len(rb))
+		}
+	}
+	return fmt.Sprintf("%d rows against %d", len(ra), len(rb))
+}

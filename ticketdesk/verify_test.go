@@ -1,0 +1,132 @@
+package ticketdesk_test
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/freshetdb/freshet/readcache"
+	"github.com/freshetdb/freshet/ticketdesk"
+)
+
+// TestVerifyUnderWriter: four readers verify every lookup while the
+// writer runs its whole mix; no answer mismatches, and every lookup was
+// routed as it expects.
+func TestVerifyUnderWriter(t *testing.T) {
+	d := newDesk(t)
+	ctx := ctxFor(t, time.Minute)
+	wr := ticketdesk.NewWriter(d.direct, d.world, ticketdesk.WriterConfig{Rate: 100, Workers: 2, Seed: 7})
+	run, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); wr.Run(run) }()
+	const readers = 4
+	reports := make([][]ticketdesk.VerifyReport, readers)
+	errs := make([]error, readers)
+	for i := range readers {
+		_, g := d.pool(t) // a pool each: routes are observed by the pool's counters
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewSource(int64(i)))
+			// Whole passes while the writer runs, at least one however
+			// slow the machine is.
+			for len(reports[i]) == 0 || run.Err() == nil {
+				rep, err := ticketdesk.Verify(ctx, g, nil, ticketdesk.Lookups(), d.world, r, ticketdesk.VerifyConfig{})
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				reports[i] = append(reports[i], rep)
+			}
+		}()
+	}
+	wg.Wait()
+	routes := map[string]map[string]int{}
+	compared := 0
+	for i := range readers {
+		if errs[i] != nil {
+			t.Fatalf("reader %d: %v", i, errs[i])
+		}
+		for _, rep := range reports[i] {
+			compared += rep.Compared
+			for _, m := range rep.Mismatches {
+				b, _ := json.Marshal(m)
+				t.Errorf("mismatch: %.2000s", b)
+			}
+			for _, lr := range rep.Lookups {
+				if routes[lr.Name] == nil {
+					routes[lr.Name] = map[string]int{}
+				}
+				for k, n := range lr.Routes {
+					routes[lr.Name][k] += n
+				}
+			}
+		}
+	}
+	st := wr.Stats()
+	t.Logf("writer: %d committed, %d rolled back, %d errors; readers compared %d answers", st.Committed, st.RolledBack, st.Errors, compared)
+	if st.Committed < 100 {
+		t.Errorf("writer committed %d transactions in 10 s, want at least 100", st.Committed)
+	}
+	// Each lookup was routed as it expects whenever the route was its
+	// own business (lag or a timeout under load sends any read to
+	// PostgreSQL; TestLookups pins the routes on a quiet desk).
+	served := 0
+	for _, l := range ticketdesk.Lookups() {
+		t.Logf("%s: routes %v", l.Name, routes[l.Name])
+		served += routes[l.Name][ticketdesk.RouteCache]
+		wrong := readcache.ReasonRefused.String()
+		if l.Expect == ticketdesk.Refused {
+			wrong = ticketdesk.RouteCache
+		}
+		if routes[l.Name][wrong] > 0 {
+			t.Errorf("%s (expects %s): routes %v", l.Name, l.Expect, routes[l.Name])
+		}
+	}
+	if served == 0 {
+		t.Errorf("no read was served from the cache")
+	}
+}
+
+// TestVerifyFindsMismatch compares the cache of one desk with a second
+// desk seeded the same but with every title changed: Verify must report
+// the lookups that show titles as mismatches, with both answers.
+func TestVerifyFindsMismatch(t *testing.T) {
+	d := newDesk(t)
+	_, other := seeded(t)
+	ctx := ctxFor(t, time.Minute)
+	if _, err := other.ExecContext(ctx, `UPDATE tickets SET title = title || ' (changed behind the cache)'`); err != nil {
+		t.Fatal(err)
+	}
+	_, g := d.pool(t)
+	var ls []ticketdesk.Lookup
+	for _, name := range []string{"ticket_by_id", "org_page", "count_open"} {
+		l, _ := ticketdesk.LookupByName(name)
+		ls = append(ls, l)
+	}
+	rep, err := ticketdesk.Verify(ctx, g, gormOn(t, other), ls, d.world, rand.New(rand.NewSource(3)),
+		ticketdesk.VerifyConfig{Settle: 300 * time.Millisecond, Rounds: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, m := range rep.Mismatches {
+		if m.Kind != "answer" || m.Cached == nil || m.Direct == nil {
+			t.Errorf("mismatch %+v: want kind answer with both answers", m)
+		}
+		got[m.Lookup]++
+	}
+	if got["org_page"] != 2 || got["count_open"] != 0 || rep.OK() {
+		t.Fatalf("mismatches by lookup = %v, want org_page 2 and count_open 0 (titles differ, counts do not)", got)
+	}
+	for _, lr := range rep.Lookups {
+		if lr.Compared != 2 || lr.AgreedAtOnce+lr.AgreedAfterSettle+lr.Mismatched != 2 {
+			t.Errorf("%s: %+v, want 2 comparisons accounted for", lr.Name, lr)
+		}
+	}
+}
