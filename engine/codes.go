@@ -21,13 +21,15 @@ const (
 	// CodeReadFailed: a read failed for another reason, named in the
 	// output's Reason (retryable).
 	CodeReadFailed query.Code = "read_failed"
-	// CodeTableDropped: a table the query reads no longer exists
-	// (retryable: subscribing again compiles against the new schema and
-	// refuses with query.CodeUnknownTable if it is still gone).
+	// CodeTableDropped: a table the query reads no longer exists; a
+	// table made again under its name is another table (retryable:
+	// subscribing again compiles against the new schema and refuses with
+	// query.CodeUnknownTable if it is still gone).
 	CodeTableDropped query.Code = "table_dropped"
-	// CodeSchemaChanged: a table the query reads was renamed, or a column
-	// it uses was dropped, renamed or changed type (retryable, as for
-	// CodeTableDropped).
+	// CodeSchemaChanged: a table the query reads was renamed, a column
+	// it uses was dropped, renamed or changed type, a column was added to
+	// a table it selects with *, or the table's replica identity changed
+	// (retryable, as for CodeTableDropped).
 	CodeSchemaChanged query.Code = "schema_changed"
 	// CodeEngineStopped: the engine was closed or lost its change stream
 	// (retryable, once it runs again).
@@ -41,7 +43,10 @@ const (
 // readCode classifies a failed read by its error's type and SQLSTATE.
 func readCode(err error) query.Code {
 	var pe *pgconn.PgError
+	var se *ShapeError
 	switch {
+	case errors.As(err, &se):
+		return se.Code
 	case errors.Is(err, ErrRowLimit):
 		return CodeRowLimit
 	case errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err):

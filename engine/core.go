@@ -235,6 +235,24 @@ func (c *Core) ReadDone(id ReadID, snap Snapshot, rows []query.Row, complete boo
 	c.st.readDone(id, snap, rows, complete, err)
 }
 
+// Tables returns the tables the views read, by OID: what a catalog check
+// must look at.
+func (c *Core) Tables() []TableRef { return c.st.tableRefs() }
+
+// CheckCatalog tells the core what the catalog says now about the tables
+// checked (OIDs, from Tables): shapes holds those of them that exist, in
+// the form the change stream describes them (change.Relation, Key marking
+// the replica identity's columns). A checked table missing from shapes was
+// dropped. Every view a table's current shape breaks ends: Ended (or
+// Refused while hydrating) with CodeTableDropped or CodeSchemaChanged,
+// retryable. The catalog may be ahead of the stream: a view ends as soon
+// as its table's new shape is known, even before the stream reaches the
+// change. It returns the tables whose shape ended a view (a catalog cache
+// should read them again).
+func (c *Core) CheckCatalog(checked []uint32, shapes map[uint32]*change.Relation) []TableRef {
+	return c.st.checkCatalog(checked, shapes)
+}
+
 // Ready returns, and forgets, what the core produced since the last call.
 func (c *Core) Ready() Ready { return c.st.ready() }
 

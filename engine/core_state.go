@@ -131,7 +131,7 @@ func (s *state) subscribe(id SubID, plan *query.Plan, mode Mode) {
 	if v == nil {
 		var reason string
 		if v, reason = s.newView(plan); v == nil {
-			s.refuse(id, query.CodeNoPrimaryKey, reason, false)
+			s.refuse(id, CodeInternal, reason, false)
 			return
 		}
 	}
@@ -147,7 +147,7 @@ func (s *state) subscribe(id SubID, plan *query.Plan, mode Mode) {
 // newView creates a view for plan and asks for its hydration.
 func (s *state) newView(plan *query.Plan) (*view, string) {
 	for _, src := range plan.Sources {
-		if len(src.Table.PrimaryKey) == 0 || src.KeyN == 0 {
+		if len(src.Table.RowKey()) == 0 || src.KeyN == 0 {
 			return nil, fmt.Sprintf("table %s.%s has no primary key", src.Table.Schema, src.Table.Name)
 		}
 	}
@@ -230,14 +230,14 @@ func (s *state) unsubscribe(id SubID) {
 	}
 }
 
-// endView ends every subscription of v with reason and drops it.
+// endView ends every subscription of v with code and reason and drops it.
 func (s *state) endView(v *view, code query.Code, reason string, retryable bool) {
 	for _, sb := range v.subs {
 		kind := OutputEnded
 		if !sb.accepted {
 			kind = OutputRefused
 		}
-		s.out.Outputs = append(s.out.Outputs, Output{Sub: sb.id, Kind: kind, Code: code, Reason: reason, Retryable: retryable})
+		s.out.Outputs = append(s.out.Outputs, Output{Sub: sb.id, Kind: kind, LSN: s.pos, Code: code, Reason: reason, Retryable: retryable})
 		delete(s.subs, sb.id)
 	}
 	v.subs = nil
@@ -411,6 +411,13 @@ func (s *state) setPend(tb *table, key string, after []any) {
 func (s *state) touch(vs *viewSource, keys ...string) {
 	v := vs.v
 	if v.status != viewLive {
+		if v.status == viewRefilling && !v.dirty {
+			// Its result waits for a read, which will bring this
+			// transaction in; its touch-mode subscribers are told at
+			// this commit (finish), not when the read lands.
+			v.dirty = true
+			s.dirty = append(s.dirty, v)
+		}
 		return
 	}
 	if !v.dirty {
@@ -431,13 +438,8 @@ func (s *state) touch(vs *viewSource, keys ...string) {
 // rowChange applies an insert, update or delete to the overlay and marks
 // the views it can affect.
 func (s *state) rowChange(tb *table, ch *change.Change) {
-	var oldKey, newKey string
-	var oldVals []any
-	if ch.Old != nil {
-		ov, _ := tb.decodeRow(ch.Rel, ch.Old, nil, s.opts.Types)
-		oldVals = ov
-		oldKey, _ = tb.keyOf(ov)
-	}
+	var newKey string
+	oldKey, oldVals := s.oldRow(tb, ch)
 	var newVals []any
 	if ch.Op != change.OpDelete {
 		// fill serves values the change did not send (unchanged TOAST);
@@ -501,6 +503,38 @@ func (s *state) rowChange(tb *table, ch *change.Change) {
 	}
 }
 
+// oldRow decodes a change's old row (its replica identity, or the whole
+// row under REPLICA IDENTITY FULL) and returns its key ("" when the change
+// carries none: an insert, or an update that kept the identity's values)
+// and its values.
+func (s *state) oldRow(tb *table, ch *change.Change) (string, []any) {
+	if ch.Old == nil {
+		return "", nil
+	}
+	ov, _ := tb.decodeRow(ch.Rel, ch.Old, nil, s.opts.Types)
+	k, _ := tb.keyOf(ov)
+	return k, ov
+}
+
+// replayRow decodes a logged change of tb for a read being brought to the
+// core's position, against priv (the read's rows so far, by key): the old
+// row's key and, for an insert or an update, the new row's key and values
+// (values the change did not send filled from priv's row). ok is false
+// when the new row's key is unknown.
+func (s *state) replayRow(tb *table, ch *change.Change, priv map[string][]any) (oldKey, newKey string, newVals []any, ok bool) {
+	oldKey, _ = s.oldRow(tb, ch)
+	if ch.Op == change.OpDelete {
+		return oldKey, "", nil, true
+	}
+	if oldKey == "" {
+		nv, _ := tb.decodeRow(ch.Rel, ch.New, nil, s.opts.Types)
+		oldKey, _ = tb.keyOf(nv)
+	}
+	newVals, _ = tb.decodeRow(ch.Rel, ch.New, priv[oldKey], s.opts.Types)
+	newKey, ok = tb.keyOf(newVals)
+	return oldKey, newKey, newVals, ok
+}
+
 // markVS marks vs touched by the change being routed (once per change).
 func (s *state) markVS(vs *viewSource) {
 	if vs.mark == s.epoch {
@@ -535,12 +569,15 @@ func (s *state) truncate(tb *table) {
 	}
 	for vs := range tb.srcs {
 		v := vs.v
-		if v.status != viewLive {
+		if v.status != viewLive && v.status != viewRefilling {
 			continue
 		}
 		if !v.dirty {
 			v.dirty = true
 			s.dirty = append(s.dirty, v)
+		}
+		if v.status == viewRefilling {
+			continue // its read brings the truncate in
 		}
 		if v.isJoin() {
 			s.truncateJoin(vs)
@@ -571,6 +608,9 @@ func (s *state) finish(lsn change.LSN) {
 		v.dirty = false
 		if v.status != viewLive {
 			clear(v.touched)
+			if v.status == viewRefilling {
+				s.touchSubs(v, lsn)
+			}
 			continue
 		}
 		if v.isJoin() {
@@ -613,6 +653,7 @@ func (s *state) finish(lsn change.LSN) {
 	for _, v := range s.refresh {
 		if v.status == viewLive {
 			v.status = viewRefilling
+			s.touchSubs(v, lsn)
 			s.askRead(v)
 		}
 	}
@@ -667,6 +708,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 			// A value this view needs is an unchanged TOASTed value of a
 			// row it did not hold: read the result again.
 			v.status = viewRefilling
+			s.touchSubs(v, lsn)
 			s.askRead(v)
 			return
 		}
@@ -714,6 +756,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		}
 		if !v.covered() {
 			v.status = viewRefilling
+			s.touchSubs(v, lsn)
 			s.askRead(v)
 			return
 		}
@@ -754,38 +797,7 @@ func (s *state) relation(rel *change.Relation) {
 	}
 	tb.relMap(rel)
 	tb.rel = rel
-	var broken []*view
-	reasons := map[*view]string{}
-	for vs := range tb.srcs {
-		if reason := checkShape(vs, rel); reason != "" {
-			if _, ok := reasons[vs.v]; !ok {
-				broken = append(broken, vs.v)
-				reasons[vs.v] = reason
-			}
-		}
-	}
-	slices.SortFunc(broken, func(a, b *view) int { return cmpU64(a.id, b.id) })
-	for _, v := range broken {
-		s.endView(v, CodeSchemaChanged, reasons[v], true)
-	}
-}
-
-// checkShape says why a relation's new shape breaks a view source, or "".
-func checkShape(vs *viewSource, rel *change.Relation) string {
-	t := vs.src.Table
-	if rel.Schema != t.Schema || rel.Table != t.Name {
-		return fmt.Sprintf("table %s.%s was renamed to %s.%s", t.Schema, t.Name, rel.Schema, rel.Table)
-	}
-	for _, c := range vs.src.Columns {
-		i := rel.ColumnIndex(c.Name)
-		if i < 0 {
-			return fmt.Sprintf("column %q of table %s.%s was dropped or renamed", c.Name, t.Schema, t.Name)
-		}
-		if rel.Columns[i].TypeOID != c.DeclaredOID || rel.Columns[i].TypeMod != c.TypeMod {
-			return fmt.Sprintf("column %q of table %s.%s changed type", c.Name, t.Schema, t.Name)
-		}
-	}
-	return ""
+	s.endBroken(tb, rel)
 }
 
 // readDone records a read's result and lands it when it can.
@@ -797,8 +809,7 @@ func (s *state) readDone(id ReadID, snap Snapshot, rows []query.Row, complete bo
 	if err != nil {
 		delete(s.reads, id)
 		v := r.v
-		code := readCode(err)
-		s.endView(v, code, "read failed: "+err.Error(), code != CodeRowLimit)
+		s.endView(v, readCode(err), "read failed: "+err.Error(), readCode(err) != CodeRowLimit)
 		s.trimLog()
 		return
 	}
@@ -951,23 +962,9 @@ func (s *state) landRead(r *read) {
 		if ch.Rel == nil || ch.Rel.OID != tb.oid {
 			return true
 		}
-		var oldKey string
-		if ch.Old != nil {
-			ov, _ := tb.decodeRow(ch.Rel, ch.Old, nil, s.opts.Types)
-			oldKey, _ = tb.keyOf(ov)
-		}
-		var newVals []any
-		var newKey string
-		if ch.Op != change.OpDelete {
-			nv, _ := tb.decodeRow(ch.Rel, ch.New, nil, s.opts.Types)
-			if oldKey == "" {
-				oldKey, _ = tb.keyOf(nv)
-			}
-			newVals, _ = tb.decodeRow(ch.Rel, ch.New, priv[oldKey], s.opts.Types)
-			var kok bool
-			if newKey, kok = tb.keyOf(newVals); !kok {
-				return false
-			}
+		oldKey, newKey, newVals, kok := s.replayRow(tb, ch, priv)
+		if !kok {
+			return false
 		}
 		if oldKey != "" {
 			delete(priv, oldKey)

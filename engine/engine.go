@@ -48,8 +48,9 @@ type Flusher interface {
 
 // Default settings of Config.
 const (
-	DefaultReadTimeout     = 30 * time.Second
-	DefaultReadConcurrency = 4
+	DefaultReadTimeout          = 30 * time.Second
+	DefaultReadConcurrency      = 4
+	DefaultCatalogCheckInterval = 5 * time.Second
 )
 
 // Config configures an Engine. The zero value of a setting takes its
@@ -82,6 +83,14 @@ type Config struct {
 	// Types resolves non-built-in type OIDs (pgwal.Reader.Types()). May
 	// be nil.
 	Types change.TypeResolver
+	// CatalogCheckInterval is how often the catalog is asked whether the
+	// tables subscriptions read still exist with the shape they were
+	// compiled against (one query on the read pool for all of them). It
+	// is the only way to see a DROP TABLE, which the change stream does
+	// not report, and a column change no write has followed yet. A read
+	// that finds a table gone or altered also starts a check at once.
+	// Negative turns the periodic check off.
+	CatalogCheckInterval time.Duration
 	// Logger; nil is slog.Default().
 	Logger *slog.Logger
 }
@@ -113,6 +122,11 @@ type Engine struct {
 	queue   *readQueue
 	nextSub atomic.Uint64
 	pos     atomic.Uint64 // the core's position, for Position
+
+	// checkNow asks the watcher for a catalog check (it holds a token
+	// while one is asked for); checkMu serializes checks.
+	checkNow chan struct{}
+	checkMu  sync.Mutex
 
 	done    chan struct{} // closed when the core goroutine ends
 	errMu   sync.Mutex
@@ -162,7 +176,10 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger, pool: cfg.ReadPool, applied: newAppliedLog(),
+	if cfg.CatalogCheckInterval == 0 {
+		cfg.CatalogCheckInterval = DefaultCatalogCheckInterval
+	}
+	e := &Engine{checkNow: make(chan struct{}, 1), cfg: cfg, log: cfg.Logger, pool: cfg.ReadPool, applied: newAppliedLog(),
 		events: make(chan change.Event, 64), cmds: make(chan command), results: make(chan readResult),
 		queue: newReadQueue(), done: make(chan struct{}), sinks: make(map[SubID]Sink)}
 	if e.pool == nil {
@@ -197,9 +214,10 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e.reader = &reader{pool: e.pool, types: cfg.Types, log: e.applied, timeout: cfg.ReadTimeout}
 
 	e.ctx, e.cancel = context.WithCancel(context.Background())
-	e.wg.Add(2 + cfg.ReadConcurrency)
+	e.wg.Add(3 + cfg.ReadConcurrency)
 	go e.pump()
 	go e.run()
+	go e.watch()
 	for range cfg.ReadConcurrency {
 		go e.work()
 	}
@@ -452,6 +470,12 @@ func (e *Engine) work() {
 		snap, rows, complete, err := e.reader.read(e.ctx, q.req, q.mark)
 		if err != nil && e.ctx.Err() == nil {
 			e.log.Warn("hydration read failed", "read", q.req.ID, "sql", q.req.SQL, "err", err)
+			if code := readCode(err); code == CodeTableDropped || code == CodeSchemaChanged {
+				// The catalog must read the tables again, and other views
+				// of them may be broken too.
+				e.invalidate(q.req)
+				e.askCheck()
+			}
 		}
 		select {
 		case e.results <- readResult{id: q.req.ID, snap: snap, rows: rows, complete: complete, err: err}:
@@ -520,4 +544,92 @@ func (q *readQueue) len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.items)
+}
+
+// invalidate makes the catalog read the tables of req again.
+func (e *Engine) invalidate(req ReadRequest) {
+	inv, ok := e.catalog.(invalidator)
+	if !ok {
+		return
+	}
+	for _, s := range req.Sources {
+		t := req.Plan.Sources[s].Table
+		inv.Invalidate(t.Schema, t.Name)
+	}
+}
+
+// askCheck asks the watcher for a catalog check soon.
+func (e *Engine) askCheck() {
+	select {
+	case e.checkNow <- struct{}{}:
+	default:
+	}
+}
+
+// watch runs the catalog check every CatalogCheckInterval and whenever
+// one is asked for, until the engine stops.
+func (e *Engine) watch() {
+	defer e.wg.Done()
+	var tick <-chan time.Time
+	if e.cfg.CatalogCheckInterval > 0 {
+		t := time.NewTicker(e.cfg.CatalogCheckInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-tick:
+		case <-e.checkNow:
+		case <-e.ctx.Done():
+			return
+		}
+		if err := e.CheckCatalog(e.ctx); err != nil && e.ctx.Err() == nil {
+			e.log.Warn("catalog check failed", "err", err)
+		}
+	}
+}
+
+// CheckCatalog asks the catalog now whether the tables subscriptions read
+// still exist, by OID, with the shape their queries were compiled against,
+// and ends the subscriptions of those that do not (CodeTableDropped,
+// CodeSchemaChanged). The engine runs it every CatalogCheckInterval;
+// calling it right after running DDL makes the subscriptions it breaks end
+// at once. It runs one query on the read pool.
+func (e *Engine) CheckCatalog(ctx context.Context) error {
+	e.checkMu.Lock()
+	defer e.checkMu.Unlock()
+	var refs []TableRef
+	if err := e.do(ctx, func() { refs = e.core.Tables() }); err != nil {
+		return fmt.Errorf("check catalog: %w", err)
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	oids := make([]uint32, len(refs))
+	for i, r := range refs {
+		oids[i] = r.OID
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.ReadTimeout)
+	defer cancel()
+	conn, err := e.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("check catalog: acquire a read connection: %w", err)
+	}
+	shapes, err := readShapes(ctx, conn.Conn().PgConn(), oids)
+	conn.Release()
+	if err != nil {
+		return fmt.Errorf("check catalog: %w", err)
+	}
+	var broke []TableRef
+	err = e.do(ctx, func() { broke = e.core.CheckCatalog(oids, shapes) })
+	if err != nil {
+		return fmt.Errorf("check catalog: %w", err)
+	}
+	if inv, ok := e.catalog.(invalidator); ok {
+		// What the catalog holds under those names is stale.
+		for _, r := range broke {
+			inv.Invalidate(r.Schema, r.Name)
+		}
+	}
+	return nil
 }

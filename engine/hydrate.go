@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -14,7 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// snapshotSQL opens a hydration read. The transaction's snapshot is fixed by
+// snapshotBegin, a LOCK of the read's tables (lockSQL: it takes no
+// snapshot), then snapshotSQL open a hydration read. The transaction's
+// snapshot is fixed by
 // its first statement, the SELECT, before the SELECT evaluates anything, so
 // the WAL position it reads comes after the snapshot:
 //
@@ -38,10 +41,12 @@ import (
 // state. They come after the SELECT: SET takes no snapshot, but the SELECT
 // must be the first statement that does, and settings change only how
 // values are printed, which no statement before the read prints.
-const snapshotSQL = `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY;
-SELECT pg_current_snapshot()::text, (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text;
+const (
+	snapshotBegin = `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY`
+	snapshotSQL   = `SELECT pg_current_snapshot()::text, (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text;
 SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, MDY'; SET LOCAL IntervalStyle = 'postgres';
 SET LOCAL extra_float_digits = 1; SET LOCAL bytea_output = 'hex'`
+)
 
 // ErrSnapshotBehind is wrapped by a read that could not get a snapshot
 // containing every transaction the engine had applied when the read was
@@ -163,7 +168,7 @@ func (h *reader) read(ctx context.Context, req ReadRequest, m mark) (Snapshot, [
 	var snap Snapshot
 	var waiting error // why the last snapshot was not good enough
 	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
-		snap, err = beginSnapshot(ctx, pc)
+		snap, err = beginSnapshot(ctx, pc, req)
 		if err == nil {
 			xid, behind, found := h.log.missing(m, snap)
 			if !found {
@@ -204,16 +209,45 @@ func (h *reader) read(ctx context.Context, req ReadRequest, m mark) (Snapshot, [
 	return snap, rows, complete, nil
 }
 
-// beginSnapshot opens the read transaction and returns its snapshot.
-func beginSnapshot(ctx context.Context, pc *pgconn.PgConn) (Snapshot, error) {
-	res, err := pc.Exec(ctx, snapshotSQL).ReadAll()
+// beginSnapshot opens the read transaction, locks the read's tables, checks
+// their shapes against its plan and returns its snapshot.
+func beginSnapshot(ctx context.Context, pc *pgconn.PgConn, req ReadRequest) (Snapshot, error) {
+	sql := snapshotBegin + ";\n"
+	at := 1 // the snapshot query's result
+	if lock := lockSQL(req); lock != "" {
+		sql += lock + ";\n"
+		at++
+	}
+	oids := readOIDs(req)
+	if len(oids) > 0 {
+		// shapeQuery with its parameter inlined: one round trip.
+		sql += snapshotSQL + ";\n" + strings.Replace(shapeQuery, "$1", "'"+oidList(oids)+"'", 1)
+	} else {
+		sql += snapshotSQL
+	}
+	res, err := pc.Exec(ctx, sql).ReadAll()
 	if err != nil {
+		if code, ok := undefinedObject(err); ok {
+			// The LOCK found no table by that name: it was dropped or
+			// renamed since the plan was made.
+			src := req.Plan.Sources[req.Sources[0]].Table
+			return Snapshot{}, &ShapeError{Code: code, Reason: fmt.Sprintf("table %s.%s was dropped or renamed (%v)", src.Schema, src.Name, err), Schema: src.Schema, Table: src.Name}
+		}
 		return Snapshot{}, fmt.Errorf("open read transaction: %w", err)
 	}
-	if len(res) < 2 || len(res[1].Rows) != 1 || len(res[1].Rows[0]) != 2 {
+	if len(res) <= at || len(res[at].Rows) != 1 || len(res[at].Rows[0]) != 2 {
 		return Snapshot{}, fmt.Errorf("open read transaction: unexpected reply to the snapshot query (%d results)", len(res))
 	}
-	row := res[1].Rows[0]
+	if len(oids) > 0 {
+		shapes, err := parseShapes(res[len(res)-1].Rows)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		if err := checkReadShapes(req, shapes); err != nil {
+			return Snapshot{}, err
+		}
+	}
+	row := res[at].Rows[0]
 	snap, err := ParseSnapshot(string(row[0]))
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("open read transaction: %w", err)

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -276,10 +278,11 @@ func FuzzFastBinary(f *testing.F) {
 	})
 }
 
-// TestReadRetypedBinaryColumn: a column read in binary form whose type
-// changed after the plan was made is decoded by the type the server sends
-// (as its text would have been), not misread as the planned type.
-func TestReadRetypedBinaryColumn(t *testing.T) {
+// TestReadRetypedColumn: a read of a plan whose columns were retyped (or
+// whose table was dropped, or made again under its name) after the plan was
+// made fails with a ShapeError naming the change, instead of reading the
+// new shape as if it were the old one.
+func TestReadRetypedColumn(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.NewDB(t)
 	pool, err := pgxpool.New(ctx, db.DSN)
@@ -287,42 +290,56 @@ func TestReadRetypedBinaryColumn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(ctx, `CREATE TABLE t (id int4 PRIMARY KEY, n int4, at timestamp, d date);
-		INSERT INTO t VALUES (1, -7, '2024-01-02 03:04:05.5', '2024-02-29'), (2, NULL, 'infinity', '-infinity')`); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name, ddl string
+		code      query.Code
+		reason    string
+	}{
+		{"retyped", `ALTER TABLE t ALTER n TYPE int8`, CodeSchemaChanged, `column "n" of table public.t changed type`},
+		{"typmod", `ALTER TABLE t ALTER s TYPE varchar(20)`, CodeSchemaChanged, `column "s" of table public.t changed type`},
+		{"dropped column", `ALTER TABLE t DROP COLUMN d`, CodeSchemaChanged, `column "d" of table public.t was dropped or renamed`},
+		{"renamed column", `ALTER TABLE t RENAME COLUMN d TO d2`, CodeSchemaChanged, `column "d" of table public.t was dropped or renamed`},
+		{"dropped table", `DROP TABLE t`, CodeTableDropped, `table public.t was dropped or renamed`},
+		{"made again", `DROP TABLE t; CREATE TABLE t (id int4 PRIMARY KEY, n int4, s varchar(10), d date)`, CodeTableDropped, `table public.t was dropped`},
+		{"identity", `CREATE UNIQUE INDEX t_n ON t (s); ALTER TABLE t ALTER s SET NOT NULL; ALTER TABLE t REPLICA IDENTITY USING INDEX t_n`, CodeSchemaChanged, `the replica identity of table public.t changed`},
+		{"column added, not selected", `ALTER TABLE t ADD COLUMN x int`, "", ""},
 	}
 	opts := query.DefaultOptions()
-	opts.Catalog = query.NewPGCatalog(pool)
-	plan, refusal, err := query.Compile(ctx, "SELECT id, n, at, d FROM t ORDER BY id", nil, opts)
-	if err != nil || refusal != nil {
-		t.Fatalf("compile: %v %v", err, refusal)
-	}
-	if _, err := pool.Exec(ctx, `ALTER TABLE t ALTER n TYPE int8, ALTER at TYPE timestamptz USING at AT TIME ZONE 'UTC', ALTER d TYPE text`); err != nil {
-		t.Fatal(err)
-	}
-	args, oids, formats := plan.Args()
-	req := ReadRequest{ID: 1, Plan: plan, Sources: []int{0}, SQL: plan.Render(query.RenderOptions{Columns: query.SelectNeeded}), Args: args, ArgOIDs: oids, ArgFormats: formats}
-	rd := &reader{pool: pool, log: newAppliedLog(), timeout: time.Minute}
-	_, rows, _, err := rd.read(ctx, req, mark{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	byID := map[int64][]any{}
-	for _, r := range rows {
-		byID[r[0][0].(int64)] = r[0]
-	}
-	at, err := change.ParseTimestamptz("2024-01-02 03:04:05.5+00")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[int64][]any{
-		1: {int64(1), int64(-7), at, "2024-02-29"},
-		2: {int64(2), nil, change.Timestamp{Inf: 1}, "-infinity"},
-	}
-	for id, w := range want {
-		if got := byID[id]; !reflect.DeepEqual(got, w) {
-			t.Errorf("row %d = %#v, want %#v", id, got, w)
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := pool.Exec(ctx, `DROP TABLE IF EXISTS t; CREATE TABLE t (id int4 PRIMARY KEY, n int4, s varchar(10), d date);
+				INSERT INTO t VALUES (1, -7, 'a', '2024-02-29'), (2, NULL, 'b', '-infinity')`); err != nil {
+				t.Fatal(err)
+			}
+			opts.Catalog = query.NewPGCatalog(pool)
+			plan, refusal, err := query.Compile(ctx, "SELECT id, n, s, d FROM t ORDER BY id", nil, opts)
+			if err != nil || refusal != nil {
+				t.Fatalf("compile: %v %v", err, refusal)
+			}
+			if _, err := pool.Exec(ctx, tt.ddl); err != nil {
+				t.Fatal(err)
+			}
+			args, oids, formats := plan.Args()
+			req := ReadRequest{ID: 1, Plan: plan, Sources: []int{0}, SQL: plan.Render(query.RenderOptions{Columns: query.SelectNeeded}), Args: args, ArgOIDs: oids, ArgFormats: formats}
+			rd := &reader{pool: pool, log: newAppliedLog(), timeout: time.Minute}
+			_, rows, _, err := rd.read(ctx, req, mark{})
+			if tt.code == "" {
+				if err != nil || len(rows) != 2 {
+					t.Fatalf("read = %d rows, %v; want 2 rows", len(rows), err)
+				}
+				return
+			}
+			var se *ShapeError
+			if !errors.As(err, &se) {
+				t.Fatalf("read error = %v, want a ShapeError", err)
+			}
+			if se.Code != tt.code || !strings.Contains(se.Reason, tt.reason) || se.Table != "t" {
+				t.Errorf("read error = %s %q (table %s), want %s containing %q (table t)", se.Code, se.Reason, se.Table, tt.code, tt.reason)
+			}
+			if got := readCode(err); got != tt.code {
+				t.Errorf("readCode = %q, want %q", got, tt.code)
+			}
+		})
 	}
 }
 

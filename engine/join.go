@@ -388,6 +388,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 				if m, known := predMatch(js.preds[i], after); !known || !loaded(query.Row{srcVals(vs, after)}) {
 					clearTouched(js)
 					v.status = viewRefilling
+					s.touchSubs(v, lsn)
 					s.askRead(v)
 					return
 				} else if !m {
@@ -717,25 +718,14 @@ func (s *state) replaySource(vs *viewSource, preds []srcPred, m map[string][]any
 	if ch.Rel == nil || ch.Rel.OID != tb.oid {
 		return true
 	}
-	var oldKey string
-	if ch.Old != nil {
-		ov, _ := tb.decodeRow(ch.Rel, ch.Old, nil, s.opts.Types)
-		oldKey, _ = tb.keyOf(ov)
-	}
-	if ch.Op == change.OpDelete {
-		delete(m, oldKey)
-		return true
-	}
-	nv, _ := tb.decodeRow(ch.Rel, ch.New, nil, s.opts.Types)
-	if oldKey == "" {
-		oldKey, _ = tb.keyOf(nv)
-	}
-	nv, _ = tb.decodeRow(ch.Rel, ch.New, m[oldKey], s.opts.Types)
-	newKey, ok := tb.keyOf(nv)
+	oldKey, newKey, nv, ok := s.replayRow(tb, ch, m)
 	if !ok {
 		return false
 	}
 	delete(m, oldKey)
+	if ch.Op == change.OpDelete {
+		return true
+	}
 	match, known := predMatch(preds, nv)
 	if !known {
 		return false

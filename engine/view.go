@@ -111,8 +111,9 @@ type view struct {
 	shown []shownRow
 
 	// per transaction
-	dirty   bool
-	touched map[string]struct{} // single-table views: keys touched
+	dirty     bool
+	touchedAt change.LSN          // the last commit touchSubs told touch-mode subscribers of
+	touched   map[string]struct{} // single-table views: keys touched
 }
 
 // rset is a result: rows by key and, for ordered views, sorted by
@@ -478,6 +479,24 @@ func sameValue(a, b any) bool {
 	return reflect.DeepEqual(a, b)
 }
 
+// touchSubs tells the view's touch-mode subscribers that the transaction
+// committed at lsn may have changed the result: the view is re-reading it,
+// and the delta it will send when the read lands comes later than lsn.
+// Touching now keeps the rule that every transaction changing a result
+// is touched at its own commit (this touch may be one that changed
+// nothing).
+func (s *state) touchSubs(v *view, lsn change.LSN) {
+	if v.touchedAt == lsn {
+		return
+	}
+	v.touchedAt = lsn
+	for _, sb := range v.subs {
+		if sb.accepted && sb.mode == ModeTouch {
+			s.out.Outputs = append(s.out.Outputs, Output{Sub: sb.id, Kind: OutputTouched, LSN: lsn})
+		}
+	}
+}
+
 // emit sends a delta to the view's subscribers.
 func (s *state) emit(v *view, d delta, lsn change.LSN) {
 	if !d.changed {
@@ -488,7 +507,9 @@ func (s *state) emit(v *view, d delta, lsn change.LSN) {
 			continue
 		}
 		if sb.mode == ModeTouch {
-			s.out.Outputs = append(s.out.Outputs, Output{Sub: sb.id, Kind: OutputTouched, LSN: lsn})
+			if v.touchedAt != lsn {
+				s.out.Outputs = append(s.out.Outputs, Output{Sub: sb.id, Kind: OutputTouched, LSN: lsn})
+			}
 			continue
 		}
 		o := Output{Sub: sb.id, Kind: OutputDelta, LSN: lsn}

@@ -31,6 +31,24 @@ type Table struct {
 	// PrimaryKey holds the names of the primary key's columns in key
 	// order; empty when the table has none.
 	PrimaryKey []string
+	// ReplicaIdentity is the table's relreplident: 'd' default (the
+	// primary key), 'i' a chosen unique index, 'f' the full row, 'n'
+	// nothing; 0 when the catalog does not say.
+	ReplicaIdentity byte
+	// IdentityKey holds, under REPLICA IDENTITY USING INDEX ('i'), the
+	// names of that index's columns in index order; empty otherwise.
+	IdentityKey []string
+}
+
+// RowKey returns the columns that identify a row of the table in the
+// change stream: the replica identity index's under REPLICA IDENTITY USING
+// INDEX (the old keys of updates and deletes carry those columns, not the
+// primary key's), otherwise the primary key's. Empty when neither exists.
+func (t *Table) RowKey() []string {
+	if t.ReplicaIdentity == 'i' && len(t.IdentityKey) > 0 {
+		return t.IdentityKey
+	}
+	return t.PrimaryKey
 }
 
 // Column returns the named column and its index, or -1.
@@ -190,7 +208,8 @@ SELECT c.oid, a.attname, a.atttypid, a.atttypmod, a.attnotnull,
        bt_or_t.typname, tn.nspname,
        coalesce(a.attcollation, 0), coalesce(co.collname, ''), coalesce(co.collprovider::text, ''),
        coalesce(co.collcollate, ''), coalesce(co.colliculocale, ''), coalesce(co.collisdeterministic, true),
-       coalesce(array_position(pk.conkey, a.attnum), 0)
+       coalesce(array_position(pk.conkey, a.attnum), 0),
+       c.relreplident::text, coalesce(array_position(ri.indkey::int2[], a.attnum), 0)
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
@@ -200,6 +219,7 @@ JOIN pg_type bt_or_t ON bt_or_t.oid = coalesce(bt.oid, t.oid)
 JOIN pg_namespace tn ON tn.oid = bt_or_t.typnamespace
 LEFT JOIN pg_collation co ON co.oid = a.attcollation
 LEFT JOIN pg_constraint pk ON pk.conrelid = c.oid AND pk.contype = 'p'
+LEFT JOIN pg_index ri ON ri.indrelid = c.oid AND ri.indisreplident
 WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')
 ORDER BY a.attnum`
 
@@ -210,10 +230,11 @@ func (c *PGCatalog) readTable(ctx context.Context, schema, name string, dbColl C
 	}
 	defer rows.Close()
 	t := &Table{Schema: schema, Name: name}
-	var pk []struct {
+	type keyCol struct {
 		pos  int32
 		name string
 	}
+	var pk, ik []keyCol
 	for rows.Next() {
 		var (
 			col                             Column
@@ -223,11 +244,12 @@ func (c *PGCatalog) readTable(ctx context.Context, schema, name string, dbColl C
 			collName, collProv, collCollate string
 			collICU                         string
 			collDet                         bool
-			pkPos                           int32
+			pkPos, ikPos                    int32
+			replident                       string
 		)
 		if err := rows.Scan(&t.OID, &col.Name, &col.DeclaredOID, &col.TypeMod, &col.NotNull,
 			&col.TypeOID, &typtype, &typelem, &typcat, &typdelim, &col.Type.Name, &col.Type.Schema,
-			&collOID, &collName, &collProv, &collCollate, &collICU, &collDet, &pkPos); err != nil {
+			&collOID, &collName, &collProv, &collCollate, &collICU, &collDet, &pkPos, &replident, &ikPos); err != nil {
 			return nil, fmt.Errorf("read table %s.%s: %w", schema, name, err)
 		}
 		col.Type.OID = col.TypeOID
@@ -260,10 +282,13 @@ func (c *PGCatalog) readTable(ctx context.Context, schema, name string, dbColl C
 			}
 		}
 		if pkPos > 0 {
-			pk = append(pk, struct {
-				pos  int32
-				name string
-			}{pkPos, col.Name})
+			pk = append(pk, keyCol{pkPos, col.Name})
+		}
+		if ikPos > 0 {
+			ik = append(ik, keyCol{ikPos, col.Name})
+		}
+		if replident != "" {
+			t.ReplicaIdentity = replident[0]
 		}
 		t.Columns = append(t.Columns, col)
 	}
@@ -276,6 +301,12 @@ func (c *PGCatalog) readTable(ctx context.Context, schema, name string, dbColl C
 	t.PrimaryKey = make([]string, len(pk))
 	for _, k := range pk {
 		t.PrimaryKey[k.pos-1] = k.name
+	}
+	if t.ReplicaIdentity == 'i' && len(ik) > 0 {
+		t.IdentityKey = make([]string, len(ik))
+		for _, k := range ik {
+			t.IdentityKey[k.pos-1] = k.name
+		}
 	}
 	return t, nil
 }

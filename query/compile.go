@@ -376,7 +376,7 @@ func (c *compiler) finish(p *Plan) {
 		used := c.used[i]
 		pos := make(map[int]int)
 		var cols []Column
-		for _, name := range s.Table.PrimaryKey {
+		for _, name := range s.Table.RowKey() {
 			_, ci := s.Table.Column(name)
 			pos[ci] = len(cols)
 			cols = append(cols, s.Table.Columns[ci])
@@ -414,6 +414,24 @@ func (c *compiler) finish(p *Plan) {
 		kb = strconv.AppendUint(kb, uint64(c.paramOIDs[i]), 10)
 		kb = append(kb, ':')
 		kb = AppendKey(kb, c.paramOIDs[i], v)
+		key.Write(kb)
+	}
+	// The tables by OID and shape as compiled: a table dropped and made
+	// again under the same name, or whose columns changed, is another
+	// query (a view of the old one must not serve it).
+	for _, s := range c.sources {
+		kb = append(kb[:0], 0)
+		kb = strconv.AppendUint(kb, uint64(s.Table.OID), 10)
+		for j, col := range s.Columns {
+			kb = append(kb, ',')
+			if j < s.KeyN {
+				kb = append(kb, col.Name...) // the row key's columns
+				kb = append(kb, ':')
+			}
+			kb = strconv.AppendUint(kb, uint64(col.DeclaredOID), 10)
+			kb = append(kb, '/')
+			kb = strconv.AppendInt(kb, int64(col.TypeMod), 10)
+		}
 		key.Write(kb)
 	}
 	p.Key = key.String()
@@ -644,7 +662,7 @@ func (c *compiler) addTable(rv *pg.RangeVar, kind JoinKind, nullable bool) error
 		r.Retryable = true
 		return r
 	}
-	if len(t.PrimaryKey) == 0 {
+	if len(t.RowKey()) == 0 {
 		r := refusalAt(rv.Location, CodeNoPrimaryKey, "table %s.%s has no primary key; add one to subscribe to it", t.Schema, t.Name)
 		r.Retryable = true
 		return r
