@@ -186,6 +186,7 @@ type recorder struct {
 	outs     []Output
 	status   OutputKind // Accepted, Refused or Ended once known
 	reason   string
+	code     query.Code // of a Refused or Ended
 	columns  []query.Output
 	rows     map[Key][]any
 	order    []Key
@@ -248,6 +249,7 @@ func (c *recorder) Send(out Output) {
 	case OutputRefused, OutputEnded:
 		c.status = out.Kind
 		c.reason = out.Reason
+		c.code = out.Code
 	}
 }
 
@@ -256,6 +258,14 @@ func (c *recorder) state() (OutputKind, string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.status, c.reason
+}
+
+// ending returns the recorder's status with the code and reason of a
+// Refused or Ended.
+func (c *recorder) ending() (st OutputKind, code query.Code, reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.status, c.code, c.reason
 }
 
 // result returns the client's result in text form: the rows in order when

@@ -95,7 +95,7 @@ func newTable(t *query.Table) *table {
 	for _, c := range t.Columns {
 		tb.column(c.Name)
 	}
-	for _, k := range t.PrimaryKey {
+	for _, k := range t.RowKey() {
 		tb.key = append(tb.key, tb.column(k))
 	}
 	return tb

@@ -209,7 +209,9 @@ SELECT c.oid, a.attname, a.atttypid, a.atttypmod, a.attnotnull,
        coalesce(a.attcollation, 0), coalesce(co.collname, ''), coalesce(co.collprovider::text, ''),
        coalesce(co.collcollate, ''), coalesce(co.colliculocale, ''), coalesce(co.collisdeterministic, true),
        coalesce(array_position(pk.conkey, a.attnum), 0),
-       c.relreplident::text, coalesce(array_position(ri.indkey::int2[], a.attnum), 0)
+       c.relreplident::text,
+       -- indkey is an int2vector, whose subscripts start at 0
+       coalesce(array_position(ri.indkey::int2[], a.attnum) - array_lower(ri.indkey::int2[], 1) + 1, 0)
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
