@@ -93,7 +93,26 @@ type Server struct {
 	env  []string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
-	out  *bytes.Buffer
+	out  *output
+}
+
+// output is what the process prints: written by exec's copying goroutine
+// while a test may read it.
+type output struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
 }
 
 // Start starts `freshet serve` as opts say, heartbeats and lag frames
@@ -124,7 +143,7 @@ func (s *Server) launch() {
 	s.t.Helper()
 	bin, _ := Binary()
 	cmd := exec.Command(bin, s.args...)
-	out := &bytes.Buffer{}
+	out := &output{}
 	cmd.Env, cmd.Stdout, cmd.Stderr = s.env, out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	s.mu.Lock()
@@ -153,8 +172,9 @@ func (s *Server) launch() {
 // Log returns what the server printed since it was last started.
 func (s *Server) Log() string {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out.String()
+	out := s.out
+	s.mu.Unlock()
+	return out.String()
 }
 
 // take returns the running process and forgets it.
