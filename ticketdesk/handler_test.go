@@ -14,8 +14,7 @@ import (
 	"github.com/freshetdb/freshet/ticketdesk"
 )
 
-func TestHandler(t *testing.T) {
-	d := newDesk(t)
+func testHandler(t *testing.T, d *desk) {
 	p, g := d.pool(t)
 	srv := httptest.NewServer(ticketdesk.NewHandler(g))
 	t.Cleanup(srv.Close)

@@ -93,11 +93,10 @@ func TestVerifyUnderWriter(t *testing.T) {
 	}
 }
 
-// TestVerifyFindsMismatch compares the cache of one desk with a second
+// testVerifyFindsMismatch compares the cache of one desk with a second
 // desk seeded the same but with every title changed: Verify must report
 // the lookups that show titles as mismatches, with both answers.
-func TestVerifyFindsMismatch(t *testing.T) {
-	d := newDesk(t)
+func testVerifyFindsMismatch(t *testing.T, d *desk) {
 	_, other := seeded(t)
 	ctx := ctxFor(t, time.Minute)
 	if _, err := other.ExecContext(ctx, `UPDATE tickets SET title = title || ' (changed behind the cache)'`); err != nil {

@@ -53,6 +53,9 @@ type WriterConfig struct {
 	Workers int
 	// Seed seeds the draws (worker i uses Seed+i).
 	Seed int64
+	// Hot, when positive, sends every change of an existing ticket to
+	// tickets 1..Hot (a hot set: a test can watch all of them).
+	Hot int64
 }
 
 // KindStats are one kind's counters.
@@ -225,11 +228,15 @@ func (wr *Writer) txn(ctx context.Context, k Kind, r *rand.Rand) error {
 }
 
 // pick returns a live ticket at or after a drawn id (wrapping around),
-// outside the empty organization.
+// outside the empty organization, within the hot set if there is one.
 func (wr *Writer) pick(ctx context.Context, tx *sql.Tx, r *rand.Rand) (id, org int64, err error) {
-	from := 1 + r.Int63n(wr.maxID.Load())
-	err = tx.QueryRowContext(ctx, `(SELECT id, org_id FROM tickets WHERE id >= $1 AND org_id <> $2 ORDER BY id LIMIT 1)
-		UNION ALL (SELECT id, org_id FROM tickets WHERE org_id <> $2 ORDER BY id LIMIT 1) LIMIT 1`, from, wr.w.EmptyOrg).Scan(&id, &org)
+	upto := wr.maxID.Load()
+	if wr.cfg.Hot > 0 {
+		upto = wr.cfg.Hot
+	}
+	from := 1 + r.Int63n(upto)
+	err = tx.QueryRowContext(ctx, `(SELECT id, org_id FROM tickets WHERE id >= $1 AND id <= $3 AND org_id <> $2 ORDER BY id LIMIT 1)
+		UNION ALL (SELECT id, org_id FROM tickets WHERE id <= $3 AND org_id <> $2 ORDER BY id LIMIT 1) LIMIT 1`, from, wr.w.EmptyOrg, upto).Scan(&id, &org)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, errors.New("no tickets left to change")
 	}

@@ -69,3 +69,72 @@ func TestWriterKinds(t *testing.T) {
 		t.Fatalf("paced at 20/s for 1 s: %d transactions, want at most 30", n)
 	}
 }
+
+// TestWriterShowsInCache subscribes every per-ticket lookup of a hot set
+// of tickets and every per-organization lookup, runs the whole mix on the
+// hot set, and then verifies the same keys: each change (including a
+// title change that leaves the TOASTed body alone, a move, a rename seen
+// through a join, a cascaded delete) reached the cached entries.
+func TestWriterShowsInCache(t *testing.T) {
+	d := newDesk(t)
+	_, g := d.pool(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	const hot = 15
+	var fixed []ticketdesk.Lookup
+	for _, name := range []string{"ticket_by_id", "latest_comments", "count_comments", "ticket_labels", "ticket_assignee"} {
+		l, _ := ticketdesk.LookupByName(name)
+		for id := int64(1); id <= hot; id++ {
+			fixed = append(fixed, withArgs(l, id))
+		}
+	}
+	for _, name := range []string{"unassigned", "count_open", "assigned_with_user", "org_page"} {
+		l, _ := ticketdesk.LookupByName(name)
+		for _, org := range d.world.Orgs {
+			args := l.Args(rand.New(rand.NewSource(org)), d.world)
+			args[0] = org
+			fixed = append(fixed, withArgs(l, args...))
+		}
+	}
+	verify := func(what string) ticketdesk.VerifyReport {
+		t.Helper()
+		rep, err := ticketdesk.Verify(ctx, g, nil, fixed, d.world, rand.New(rand.NewSource(1)), ticketdesk.VerifyConfig{Settle: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range rep.Mismatches {
+			t.Errorf("%s: %s %v: %s", what, m.Lookup, m.Args, m.Detail)
+		}
+		return rep
+	}
+	verify("before writing")
+	mix := ticketdesk.DefaultMix()
+	mix[ticketdesk.KindDelete] = 1 // a few of the hot set, not all of it
+	wr := ticketdesk.NewWriter(d.direct, d.world, ticketdesk.WriterConfig{Rate: 200, Workers: 2, Seed: 3, Hot: hot, Mix: mix})
+	run, stop := context.WithTimeout(ctx, 3*time.Second)
+	defer stop()
+	wr.Run(run)
+	st := wr.Stats()
+	t.Logf("writer on %d hot tickets: %d committed, %d rolled back, %d errors (last: %s)", hot, st.Committed, st.RolledBack, st.Errors, st.LastError)
+	if st.Errors > st.Committed/10 {
+		t.Errorf("errors %d against %d committed: the hot set ran out?", st.Errors, st.Committed)
+	}
+	for _, k := range []ticketdesk.Kind{ticketdesk.KindTouch, ticketdesk.KindMove, ticketdesk.KindRename, ticketdesk.KindAssignee, ticketdesk.KindDelete} {
+		if st.Kinds[k].Committed == 0 {
+			t.Errorf("%s committed none in 3 s", k)
+		}
+	}
+	rep := verify("after writing")
+	served := 0
+	for _, lr := range rep.Lookups {
+		served += lr.Routes[ticketdesk.RouteCache]
+	}
+	if served < len(fixed)/2 {
+		t.Errorf("%d of %d reads after writing served from the cache, want most", served, len(fixed))
+	}
+}
+
+// withArgs returns l with fixed arguments.
+func withArgs(l ticketdesk.Lookup, args ...any) ticketdesk.Lookup {
+	l.Args = func(*rand.Rand, *ticketdesk.World) []any { return args }
+	return l
+}
