@@ -4,10 +4,11 @@ GO ?= go
 .PHONY: demo test build vet fmt-check postgres bench bench-tail clean
 
 # Built, then run (rather than go run, which exits 1 after Ctrl-C even when
-# the demo stops cleanly).
+# the demo stops cleanly). DEMO_FLAGS passes flags, e.g.
+# make demo DEMO_FLAGS='--rate 200 --readers 32' (docs/configuration.md).
 demo: postgres
 	$(GO) build -o bin/freshet ./cmd/freshet
-	bin/freshet demo
+	bin/freshet demo $(DEMO_FLAGS)
 
 test: postgres fmt-check vet
 	$(GO) test -count=1 -timeout 45m ./...

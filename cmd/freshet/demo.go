@@ -8,21 +8,28 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
+	"strconv"
 	"time"
-
-	"github.com/freshetdb/freshet/internal/pgtest"
-	"github.com/freshetdb/freshet/pgwal"
-	"github.com/jackc/pgx/v5"
 )
 
-const demoUsage = `Usage: freshet demo [flags]
+const demoUsage = `Usage: freshet demo [seed|serve|verify|lag|bench|migrate] [flags]
 
-Starts a throwaway PostgreSQL (or uses --dsn), creates a small ticket-desk
-schema (organizations, tickets, comments), runs a writer that opens, comments
-on and closes tickets, and prints every committed transaction as 'freshet
-tail' would. Runs until Ctrl-C; the throwaway server is then stopped and
-removed.
+With no subcommand: starts a throwaway PostgreSQL (or uses --dsn), creates
+and seeds the ticket desk, runs 'freshet serve' in process, opens the ticket
+desk's backend over the read cache and serves its HTTP handlers (and /stats)
+on a port it prints, runs a writer, readers and a verifier that compares
+every cached answer with PostgreSQL's, and shows what happens, refreshed
+every second. Ctrl-C stops everything: the slot is dropped and the
+throwaway server removed.
+
+Subcommands:
+  seed      create the schema and seed it into --dsn
+  serve     the desk, the engine, the writer and the verify loop against --dsn
+  verify    one pass of every lookup through the cache and PostgreSQL;
+            exits 1 on any mismatch, printing both answers
+  lag       commit-to-cached-answer latency (p50/p99/max) under --rate
+  bench     reads/s and latency through the cache and through PostgreSQL
+  migrate   widen|new-type|drop: a schema change under load, then verify
 
 Flags:
 `
@@ -30,145 +37,195 @@ Flags:
 // The demo's slot and publication.
 const demoSlot = "freshet_demo"
 
-// runDemo implements `freshet demo`.
-func (m *Main) runDemo(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("freshet demo", flag.ContinueOnError)
+// demoConfig is what `freshet demo` and its subcommands were asked to do.
+type demoConfig struct {
+	Sub        string // "" for the whole demo, else the subcommand
+	DSN        string // empty: a throwaway PostgreSQL
+	FreshetURL string // empty: run the engine in process
+	Token      string
+	Slot       string
+	Listen     string // the desk's HTTP address
+	Scale      int
+	Seed       uint64
+	Rate       float64 // writer transactions per second
+	Mix        string  // writer mix
+	Readers    int
+	Keys       int     // argument draws per lookup in the working set
+	ReadRate   float64 // all readers together, reads per second; 0 is flat out
+	Verify     time.Duration
+	Settle     time.Duration
+	Duration   time.Duration // 0: until Ctrl-C
+	Plain      bool
+	LogLevel   slog.Level
+
+	// lag
+	Samples int
+	// bench
+	Concurrency int
+	// migrate
+	Kind string
+	Load time.Duration
+}
+
+// demoFlagSet declares the flags every demo subcommand shares and parses
+// args. extra declares a subcommand's own flags.
+func (m *Main) parseDemoFlags(sub string, args []string) (*demoConfig, error) {
+	name := "freshet demo"
+	if sub != "" {
+		name += " " + sub
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	var flagOut bytes.Buffer
 	fs.SetOutput(&flagOut)
-	var (
-		dsn      = fs.String("dsn", "", "use this database instead of a throwaway server (creates the demo tables, slot and publication in it; the slot and publication are dropped on exit)")
-		interval = fs.Duration("interval", 800*time.Millisecond, "pause between the writer's transactions")
-		proto    = fs.Int("proto", pgwal.DefaultConfig().ProtoVersion, "pgoutput protocol version: 1 or 2")
-		logLevel = fs.String("log-level", "info", "log level: debug, info, warn or error")
-	)
-	fs.Usage = func() {
-		printFlags(fs, demoUsage)
+	c := &demoConfig{Sub: sub}
+	fs.StringVar(&c.DSN, "dsn", os.Getenv("FRESHET_DEMO_DSN"), "use this database instead of a throwaway server (schema and seed are created when the tickets table is missing; the slot and publication are dropped on exit) ($FRESHET_DEMO_DSN)")
+	if sub != "seed" {
+		fs.StringVar(&c.FreshetURL, "freshet-url", "", "s2s endpoint of a running 'freshet serve' (ws://host:port/s2s/v1); default: run the engine in process")
+		fs.StringVar(&c.Token, "token", os.Getenv("FRESHET_S2S_TOKEN"), "bearer token for --freshet-url ($FRESHET_S2S_TOKEN)")
+		fs.StringVar(&c.Slot, "slot", demoSlot, "replication slot and publication of the in-process engine")
+		fs.Float64Var(&c.Rate, "rate", 50, "writer transactions per second; 0 stops the writer")
+		fs.StringVar(&c.Mix, "mix", "", "writer mix as kind=weight,... (kinds in docs/configuration.md); empty: every kind at its default weight")
+		fs.IntVar(&c.Keys, "keys", 32, "working set: argument draws per lookup that readers and the verifier pick from; 0 draws new arguments for every read")
+		fs.Uint64Var(&c.Seed, "seed", 0, "random seed of the writer, the readers' working set and the verifier; 0 picks one from the clock")
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(m.Stdout, flagOut.String())
-			return nil
-		}
-		fmt.Fprint(m.Stderr, flagOut.String())
-		return usageError{"demo: " + err.Error()}
+	fs.IntVar(&c.Scale, "scale", 1, "seed scale factor (scale 1: 10 organizations, 200 users, 3,000 tickets, about 6,000 comments)")
+	logLevel := fs.String("log-level", "warn", "log level of the engine and the read cache: debug, info, warn or error (logs go to stderr)")
+	switch sub {
+	case "", "serve":
+		fs.StringVar(&c.Listen, "listen", "127.0.0.1:0", "address of the desk's HTTP handlers and /stats (port 0 picks a free one, printed)")
+		fs.IntVar(&c.Readers, "readers", 16, "readers calling the desk's lookups through the cache")
+		fs.Float64Var(&c.ReadRate, "read-rate", 2000, "reads per second of all readers together; 0 reads flat out")
+		fs.DurationVar(&c.Verify, "verify-every", time.Second, "pause between verifier passes")
+		fs.DurationVar(&c.Settle, "settle", 3*time.Second, "how long a differing pair is re-read before it counts as a mismatch")
+		fs.DurationVar(&c.Duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
+		fs.BoolVar(&c.Plain, "plain", false, "print one plain line per second instead of redrawing (the default when stdout is not a terminal)")
+	case "verify":
+		fs.DurationVar(&c.Settle, "settle", 3*time.Second, "how long a differing pair is re-read before it counts as a mismatch")
+	case "lag":
+		fs.IntVar(&c.Samples, "samples", 200, "stamps to measure")
+		fs.IntVar(&c.Readers, "readers", 0, "readers calling the desk's lookups through the cache while measuring")
+	case "bench":
+		fs.IntVar(&c.Concurrency, "concurrency", 16, "goroutines reading at once, on each route")
+		fs.DurationVar(&c.Duration, "duration", 5*time.Second, "how long each route is measured")
+	case "migrate":
+		fs.IntVar(&c.Readers, "readers", 16, "readers calling the desk's lookups through the cache during the migration")
+		fs.DurationVar(&c.Load, "load", 5*time.Second, "how long the load runs before and after the schema change")
+		fs.DurationVar(&c.Settle, "settle", 3*time.Second, "how long a differing pair is re-read before it counts as a mismatch")
 	}
+	fs.Usage = func() { printFlags(fs, demoUsage) }
 	bad := func(format string, a ...any) error {
 		fs.Usage()
 		fmt.Fprint(m.Stderr, flagOut.String())
 		return usageError{"demo: " + fmt.Sprintf(format, a...)}
 	}
-	if fs.NArg() > 0 {
-		return bad("unexpected argument %q (flags only)", fs.Arg(0))
-	}
-	if *interval <= 0 {
-		return bad("--interval %v: want a positive duration", *interval)
-	}
-	if *proto != 1 && *proto != 2 {
-		return bad("--proto %d: want 1 or 2", *proto)
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return bad("--log-level %q: want debug, info, warn or error", *logLevel)
-	}
-	logger := slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: level}))
-
-	if *dsn == "" {
-		fmt.Fprintln(m.Stderr, "freshet demo: starting a throwaway PostgreSQL...")
-		c, err := pgtest.Start(pgtest.Options{})
-		if err != nil {
-			return fmt.Errorf("start a throwaway PostgreSQL: %w", err)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(m.Stdout, flagOut.String())
+			return nil, errHelp
 		}
-		defer func() {
-			fmt.Fprintln(m.Stderr, "freshet demo: stopping PostgreSQL and removing", c.Dir)
-			c.Stop()
-		}()
-		*dsn = c.DSN("postgres")
-		fmt.Fprintf(m.Stderr, "freshet demo: PostgreSQL %d is at %s (log: %s)\n", c.Version, *dsn, c.LogPath())
-	} else {
-		defer dropDemoSlot(*dsn, logger)
+		fmt.Fprint(m.Stderr, flagOut.String())
+		return nil, usageError{"demo: " + err.Error()}
 	}
-
-	w, err := newDeskWriter(ctx, *dsn, *interval, logger)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+	rest := fs.Args()
+	if sub == "migrate" {
+		if len(rest) == 0 {
+			return nil, bad("migrate: name the change: widen, new-type or drop")
 		}
-		return err
-	}
-	defer w.Close()
-	stream := pgwal.DefaultConfig()
-	stream.DSN = *dsn
-	stream.Slot = demoSlot
-	stream.Publication = demoSlot
-	stream.Tables = []string{"organizations", "tickets", "comments"}
-	stream.Create = true
-	stream.ProtoVersion = *proto
-	opened := make(chan struct{})
-	cfg := &tailConfig{
-		Stream: stream,
-		Format: "json",
-		Logger: logger,
-		Opened: func() { close(opened) },
-	}
-
-	parent := ctx
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg      sync.WaitGroup
-		tailErr error
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer cancel()
-		tailErr = m.tail(ctx, cfg)
-	}()
-	select {
-	case <-opened:
-	case <-ctx.Done():
-		wg.Wait()
-		return tailErr
-	}
-	if err := w.Seed(ctx); err != nil {
-		cancel()
-		wg.Wait()
-		if parent.Err() != nil {
-			return tailErr
+		c.Kind, rest = rest[0], rest[1:]
+		if _, ok := migrations[c.Kind]; !ok {
+			return nil, bad("migrate %q: want widen, new-type or drop", c.Kind)
 		}
-		return err
+		// Flags may follow the kind.
+		if err := fs.Parse(rest); err != nil {
+			fmt.Fprint(m.Stderr, flagOut.String())
+			return nil, usageError{"demo: " + err.Error()}
+		}
+		rest = fs.Args()
 	}
-	fmt.Fprintf(m.Stderr, "freshet demo: a writer commits a transaction every %v; each one is printed below as a JSON line. Press Ctrl-C to stop.\n", *interval)
-	werr := w.Run(ctx)
-	cancel()
-	wg.Wait()
-	if werr != nil {
-		return werr
+	if len(rest) > 0 {
+		return nil, bad("unexpected argument %q", rest[0])
 	}
-	return tailErr
+	if err := c.LogLevel.UnmarshalText([]byte(*logLevel)); err != nil {
+		return nil, bad("--log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	switch {
+	case c.Scale < 1:
+		return nil, bad("--scale %d: want 1 or more", c.Scale)
+	case c.Rate < 0:
+		return nil, bad("--rate %v: want 0 or more", c.Rate)
+	case c.Readers < 0 || c.ReadRate < 0 || c.Keys < 0:
+		return nil, bad("--readers, --read-rate and --keys: want 0 or more")
+	case (sub == "" || sub == "serve") && c.Verify <= 0:
+		return nil, bad("--verify-every %v: want a positive duration", c.Verify)
+	case c.Duration < 0 || c.Settle < 0 || c.Load < 0:
+		return nil, bad("durations: want 0 or more")
+	case sub == "lag" && c.Samples < 1:
+		return nil, bad("--samples %d: want 1 or more", c.Samples)
+	case sub == "bench" && (c.Concurrency < 1 || c.Duration <= 0):
+		return nil, bad("--concurrency and --duration: want 1 or more and a positive duration")
+	case (sub == "seed" || sub == "serve") && c.DSN == "":
+		return nil, bad("%s: no database given: pass --dsn 'postgres://user@host/db'", sub)
+	}
+	if _, err := parseMix(c.Mix); err != nil {
+		return nil, bad("--mix %q: %v", c.Mix, err)
+	}
+	if c.Seed == 0 {
+		c.Seed = uint64(time.Now().UnixNano())
+	}
+	return c, nil
 }
 
-// dropDemoSlot drops the demo's slot and publication from a database the
-// user gave, so the slot does not pin WAL after the demo.
-func dropDemoSlot(dsn string, logger *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		logger.Warn("drop the demo's slot: connect", "err", err, "slot", demoSlot)
-		return
-	}
-	defer conn.Close(ctx)
-	for i := 0; i < 50; i++ {
-		var left int
-		_, _ = conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`, demoSlot)
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, demoSlot).Scan(&left); err != nil || left == 0 {
-			break
+// runDemo implements `freshet demo` and its subcommands.
+func (m *Main) runDemo(ctx context.Context, args []string) error {
+	sub := ""
+	if len(args) > 0 {
+		switch args[0] {
+		case "seed", "serve", "verify", "lag", "bench", "migrate":
+			sub, args = args[0], args[1:]
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	if _, err := conn.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{demoSlot}.Sanitize()); err != nil {
-		logger.Warn("drop the demo's publication", "err", err)
+	cfg, err := m.parseDemoFlags(sub, args)
+	if errors.Is(err, errHelp) {
+		return nil
+	} else if err != nil {
+		return err
 	}
-	fmt.Fprintf(os.Stderr, "freshet demo: dropped slot and publication %q (the demo tables stay)\n", demoSlot)
+	switch sub {
+	case "seed":
+		return m.demoSeed(ctx, cfg)
+	case "verify":
+		return m.demoVerify(ctx, cfg)
+	case "lag":
+		return m.demoLag(ctx, cfg)
+	case "bench":
+		return m.demoBench(ctx, cfg)
+	case "migrate":
+		return m.demoMigrate(ctx, cfg)
+	}
+	return m.demoRun(ctx, cfg)
+}
+
+// say prints a progress line on stderr.
+func (m *Main) say(format string, a ...any) {
+	fmt.Fprintf(m.Stderr, "freshet demo: "+format+"\n", a...)
+}
+
+// commas formats n with thousands separators.
+func commas(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := n < 0
+	if neg {
+		s = s[1:]
+	}
+	var b []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b = append(b, ',')
+		}
+		b = append(b, s[i])
+	}
+	if neg {
+		return "-" + string(b)
+	}
+	return string(b)
 }

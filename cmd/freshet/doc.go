@@ -8,8 +8,14 @@
 //	freshet tail    print committed transactions as JSON lines (tail.go);
 //	                with --output, append to a file and resume after its
 //	                last line (output.go)
-//	freshet demo    a throwaway PostgreSQL, a ticket-desk writer
-//	                (demo_writer.go) and tail (demo.go)
+//	freshet demo    the ticket desk (package ticketdesk) on the read cache
+//	                with the engine in process, a writer, readers, a
+//	                verifier and a dashboard (demo.go: flags; demo_stack.go:
+//	                PostgreSQL, engine, pools; demo_load.go: writer, readers,
+//	                verifier; demo_dash.go: dashboard and /stats;
+//	                demo_run.go: demo, serve, seed, verify; demo_lag.go,
+//	                demo_bench.go, demo_migrate.go: the measurements and
+//	                the schema changes)
 //	freshet version print the version
 //
 // The hidden `freshet bench-tail` (benchtail.go) is the end-to-end benchmark

@@ -49,7 +49,7 @@ Usage:
 Commands:
   serve     serve fresh query results to backends over WebSocket
   tail      print committed transactions as JSON, one per line
-  demo      start a throwaway PostgreSQL, a writer and tail
+  demo      the ticket-desk demo: engine, read cache, writer, readers, verifier
   version   print the version
 
 Run 'freshet <command> -h' for a command's flags.
