@@ -194,6 +194,25 @@ func (sn *snapshot) Line() string {
 		pct(sn.HitNow), lagText(sn.EngineLag), c2cText(sn.C2C), sn.Passes, sn.Compared, sn.Mismatches)
 }
 
+// Summary is the run's totals as one line, printed when it ends.
+func (sn *snapshot) Summary() string {
+	cached := sn.Cache.Hits + sn.Cache.Misses
+	return fmt.Sprintf("up %v: %s writes committed; %s reads, %s answered from memory, %s from PostgreSQL %v; hit ratio %s; commit-to-cache [%s]; %d verifier passes, %s answers compared, mismatches=%d",
+		sn.Uptime, commas(sn.Writer.Committed), commas(sn.Reads), commas(cached), commas(pgTotal(sn.Cache)), nonZero(sn.Cache.Postgres),
+		pct(sn.HitTotal), c2cText(sn.C2C), sn.Passes, commas(sn.Compared), sn.Mismatches)
+}
+
+// nonZero returns the non-zero counts of m.
+func nonZero(m map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range m {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // isTerminal says whether w is a terminal.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)

@@ -96,7 +96,7 @@ loop:
 	ld.Stop()
 	sn := smp.Sample(context.Background())
 	w := bufio.NewWriter(m.Stdout)
-	fmt.Fprintln(w, "final: "+sn.Line())
+	fmt.Fprintln(w, "final: "+sn.Summary())
 	w.Flush()
 	if runErr != nil {
 		return runErr

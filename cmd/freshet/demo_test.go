@@ -3,17 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand"
 	"net/http"
-	"os/exec"
-	"path/filepath"
+	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/freshetdb/freshet/internal/pgtest"
+	"github.com/freshetdb/freshet/internal/servetest"
 	"github.com/freshetdb/freshet/ticketdesk"
 )
 
@@ -113,63 +113,126 @@ func openTestStack(t *testing.T, ctx context.Context, cfg *demoConfig) (*demoSta
 }
 
 // checkAnswers fails the test for every mismatch: a cached answer that
-// never equalled PostgreSQL's, or a lookup that must stay empty and did
-// not. Misrouted reads are listed apart (the answers agreed).
+// never equalled PostgreSQL's, a lookup that must stay empty and did not,
+// a read routed against its lookup's expectation.
 func checkAnswers(t *testing.T, what string, mms []ticketdesk.Mismatch) {
 	t.Helper()
 	for _, mm := range mms {
-		if mm.Kind == "route" && knownRefused[mm.Lookup] {
-			t.Logf("%s: %s refused by the engine (known gap, /work/notes/demo-gaps.md): %s", what, mm.Lookup, mm.Detail)
-			continue
-		}
 		t.Errorf("%s: %s", what, formatMismatch(mm))
 	}
 }
 
-// knownRefused are lookups the ticket desk expects cached that the engine
-// refuses today: a LEFT JOIN whose right side has no constraint of its
-// own is read whole, over the row limit.
-var knownRefused = map[string]bool{"ticket_comments": true, "empty_org_left_join": true}
-
-// TestDemoScenario runs sixteen readers under the whole writer mix for a
-// fixed time with the verifier passing again and again: zero mismatches,
-// and most reads answered from memory.
+// TestDemoScenario runs `freshet demo serve` for a fixed time: sixteen
+// readers under the whole writer mix, the verifier passing again and
+// again, and /stats on the desk's port read in the middle. It must end
+// with zero mismatches (serve exits 1 otherwise), having answered reads
+// from memory.
 func TestDemoScenario(t *testing.T) {
 	db := pgtest.NewDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cfg := scenarioConfig(t, db.DSN, db.Name)
-	st, logs := openTestStack(t, ctx, cfg)
-	ld, err := st.startLoad(ctx, cfg)
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	m := &Main{Stdout: stdout, Stderr: stderr}
+	done := make(chan error, 1)
+	go func() {
+		done <- m.Run(ctx, []string{"demo", "serve", "--dsn", db.DSN, "--slot", db.Name, "--readers", "16", "--rate", "40",
+			"--seed", "42", "--duration", "15s", "--plain"})
+	}()
+	// The desk's address is printed once everything runs.
+	var desk string
+	for desk == "" {
+		select {
+		case err := <-done:
+			t.Fatalf("demo serve ended early: %v\n%s%s", err, stderr, stdout)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if _, rest, ok := strings.Cut(stderr.String(), "backend is at "); ok {
+			desk, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	time.Sleep(8 * time.Second)
+	var stats struct {
+		Writer   ticketdesk.WriterStats               `json:"writer"`
+		Readers  struct{ Reads int64 }                `json:"readers"`
+		Routes   struct{ Cache struct{ Hits int64 } } `json:"routes"`
+		Verifier struct {
+			Passes     int64                 `json:"passes"`
+			Mismatches []ticketdesk.Mismatch `json:"mismatches"`
+		} `json:"verifier"`
+	}
+	resp, err := http.Get(desk + "/stats")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ld.Stop()
-	r := rand.New(rand.NewSource(1))
-	var mms []ticketdesk.Mismatch
-	passes := 0
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); passes++ {
-		rep, err := ld.VerifyOnce(ctx, r, cfg.Settle)
-		if err != nil {
-			t.Fatalf("verify: %v\n%s", err, logs)
+	err = json.NewDecoder(resp.Body).Decode(&stats)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("decode /stats: %v", err)
+	}
+	if stats.Writer.Committed == 0 || stats.Readers.Reads == 0 || stats.Routes.Cache.Hits == 0 {
+		t.Errorf("/stats after 8 s: %+v, want commits, reads and cache hits", stats)
+	}
+	if resp, err := http.Get(desk + "/lookups"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /lookups on the desk: %v %v", resp, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("demo serve: %v\n%s%s", err, stdout, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	final := lines[len(lines)-1]
+	t.Logf("%d lines; %s", len(lines), final)
+	if !strings.HasPrefix(final, "final: ") || !strings.Contains(final, " mismatches=0") || len(lines) < 10 {
+		t.Errorf("output ends with %q after %d lines, want a final line with mismatches=0 after one line a second", final, len(lines))
+	}
+	var passes int
+	if _, rest, ok := strings.Cut(final, "answered from memory, "); ok {
+		_, rest, _ = strings.Cut(rest, "; hit ratio")
+		_, rest, _ = strings.Cut(rest, "]; ")
+		fmt.Sscanf(rest, "%d verifier passes", &passes)
+	}
+	if passes < 2 {
+		t.Errorf("%d verifier passes in 15 s, want at least 2", passes)
+	}
+	if !strings.Contains(stderr.String(), "dropped slot and publication") {
+		t.Errorf("the slot was not dropped on exit:\n%s", stderr)
+	}
+}
+
+// TestDemoCtrlC runs `freshet demo` as `make demo` does (a throwaway
+// PostgreSQL of its own) until a few lines are printed, then stops it as
+// Ctrl-C would: a clean exit, and the server's directory removed.
+func TestDemoCtrlC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL cluster of its own")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- (&Main{Stdout: stdout, Stderr: stderr}).Run(ctx, []string{"demo", "--readers", "4", "--rate", "20"})
+	}()
+	for strings.Count(stdout.String(), "t=") < 3 {
+		select {
+		case err := <-done:
+			t.Fatalf("demo stopped early: %v\n%s%s", err, stderr, stdout)
+		case <-time.After(100 * time.Millisecond):
 		}
-		mms = append(mms, rep.Mismatches...)
 	}
-	ld.Stop()
-	checkAnswers(t, "scenario", mms)
-	ws, cs := ld.writerStats(), st.cache.Stats()
-	var reads int64
-	for i := range ld.reads {
-		reads += ld.reads[i].n.Load()
+	cancel() // Ctrl-C
+	if err := <-done; err != nil {
+		t.Fatalf("demo: %v, want a clean exit on Ctrl-C\n%s%s", err, stdout, stderr)
 	}
-	t.Logf("%d verifier passes; writer %s; %d reads, cache %d hits %d misses, postgres %v", passes, writerLine(ws), reads, cs.Hits, cs.Misses, cs.Postgres)
-	if passes < 2 || ws.Committed == 0 || cs.Hits == 0 {
-		t.Errorf("the scenario did too little to prove anything: %d passes, %d commits, %d cache hits", passes, ws.Committed, cs.Hits)
+	if !strings.Contains(stdout.String(), "final: ") {
+		t.Errorf("no final line:\n%s", stdout)
 	}
-	for _, k := range ticketdesk.Kinds {
-		if s := ws.Kinds[k]; s.Committed+s.RolledBack == 0 {
-			t.Logf("writer: no %s change was made in this run", k)
-		}
+	_, rest, ok := strings.Cut(stderr.String(), "stopping PostgreSQL and removing ")
+	if !ok {
+		t.Fatalf("the throwaway server was not stopped:\n%s", stderr)
+	}
+	dir, _, _ := strings.Cut(rest, "\n")
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s is still there after the demo (stat: %v)", dir, err)
 	}
 }
 
@@ -180,10 +243,6 @@ func TestDemoScenario(t *testing.T) {
 func TestDemoEngineRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs it as a subprocess")
-	}
-	bin := filepath.Join(t.TempDir(), "freshet")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	db := pgtest.NewDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -199,37 +258,10 @@ func TestDemoEngineRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	addr := freePort(t)
-	var serveLog syncBuffer
-	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, "serve", "--dsn", db.DSN, "--listen", addr, "--slot", db.Name, "--publication", db.Name,
-			"--heartbeat", "100ms", "--lag-interval", "200ms", "--row-limit", fmt.Sprint(ticketdesk.RowLimit), "--log-level", "warn")
-		cmd.Env = append(cmd.Environ(), "FRESHET_S2S_TOKEN=restart-token")
-		cmd.Stderr = &serveLog
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(time.Minute)
-		for {
-			resp, err := http.Get("http://" + addr + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					return cmd
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("freshet serve never became ready:\n%s", serveLog.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	srv := start()
-	defer func() {
-		srv.Process.Kill()
-		srv.Wait()
-	}()
-	cfg.FreshetURL, cfg.Token = "ws://"+addr+"/s2s/v1", "restart-token"
+	srv := servetest.Start(t, servetest.Options{DSN: db.DSN, Slot: servetest.SlotFor("demo", db.Name),
+		Args: []string{"--row-limit", fmt.Sprint(ticketdesk.RowLimit), "--log-level", "warn"},
+		Env:  []string{"FRESHET_S2S_TOKEN=restart-token"}})
+	cfg.FreshetURL, cfg.Token = srv.URL, "restart-token"
 	st, logs := openTestStack(t, ctx, cfg)
 	ld, err := st.startLoad(ctx, cfg)
 	if err != nil {
@@ -243,7 +275,7 @@ func TestDemoEngineRestart(t *testing.T) {
 		for deadline := time.Now().Add(d); time.Now().Before(deadline); {
 			rep, err := ld.VerifyOnce(ctx, r, cfg.Settle)
 			if err != nil {
-				t.Fatalf("verify: %v\n%s\nserve:\n%s", err, logs, serveLog.String())
+				t.Fatalf("verify: %v\n%s\nserve:\n%s", err, logs, srv.Log())
 			}
 			mms = append(mms, rep.Mismatches...)
 		}
@@ -254,21 +286,18 @@ func TestDemoEngineRestart(t *testing.T) {
 		t.Fatalf("no read was answered from memory before the restart: %+v", before)
 	}
 
-	if err := srv.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	srv.Wait()
+	srv.Kill()
 	verifyFor(2 * time.Second) // the engine is gone: reads go to PostgreSQL
 	down := st.cache.Stats()
 	if d := down.Postgres["disconnected"] - before.Postgres["disconnected"]; d == 0 {
 		t.Errorf("no read went to PostgreSQL as disconnected while the engine was down: %v", down.Postgres)
 	}
-	srv = start()
+	srv.Restart()
 	// Back: the cache reconnects, resubscribes, and answers from memory.
 	deadline := time.Now().Add(30 * time.Second)
 	for st.cache.Stats().Hits == down.Hits {
 		if time.Now().After(deadline) {
-			t.Fatalf("the cache never answered from memory after the restart: %+v\nserve:\n%s", st.cache.Stats(), serveLog.String())
+			t.Fatalf("the cache never answered from memory after the restart: %+v\nserve:\n%s", st.cache.Stats(), srv.Log())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
