@@ -17,6 +17,7 @@ import (
 	"github.com/freshetdb/freshet/pgwal"
 	"github.com/freshetdb/freshet/query"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // waitFor polls fn every step until it returns nil or wait passes.
@@ -33,6 +34,19 @@ func waitFor(t testing.TB, wait, step time.Duration, fn func() error) {
 		}
 		time.Sleep(step)
 	}
+}
+
+// newPool opens a fresh database and a pool on it, closed when t ends.
+func newPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	db := pgtest.NewDB(t)
+	pool, err := pgxpool.New(context.Background(), db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered after pgtest's drop of the database, so run before it.
+	t.Cleanup(pool.Close)
+	return pool
 }
 
 // rig is an engine following a test database through a real pgwal.Reader.

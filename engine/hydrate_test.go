@@ -15,7 +15,6 @@ import (
 	"github.com/freshetdb/freshet/internal/pgtest"
 	"github.com/freshetdb/freshet/query"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // fastSamples are PostgreSQL text outputs of each type fastDecoder handles.
@@ -284,12 +283,7 @@ func FuzzFastBinary(f *testing.F) {
 // new shape as if it were the old one.
 func TestReadRetypedColumn(t *testing.T) {
 	ctx := context.Background()
-	db := pgtest.NewDB(t)
-	pool, err := pgxpool.New(ctx, db.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := newPool(t)
 	tests := []struct {
 		name, ddl string
 		code      query.Code
