@@ -170,6 +170,10 @@ type Column struct {
 	TypeOID uint32
 	TypeMod int32 // atttypmod, -1 when none
 	Key     bool  // part of the replica identity
+	// AttNum is the column's attnum when the shape was read from the
+	// catalog; 0 from the stream (pgoutput does not send it). A column
+	// dropped and added again under its name has a new one.
+	AttNum int16
 }
 
 // ColumnIndex returns the position of the named column, or -1.

@@ -795,9 +795,9 @@ func (s *state) relation(rel *change.Relation) {
 	if tb == nil {
 		return
 	}
-	tb.relMap(rel)
 	tb.rel = rel
 	s.endBroken(tb, rel)
+	tb.relMap(rel)
 }
 
 // readDone records a read's result and lands it when it can.

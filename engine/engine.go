@@ -392,6 +392,10 @@ func (e *Engine) apply(ev change.Event) {
 				if inv, ok := e.catalog.(invalidator); ok {
 					inv.Invalidate(ch.Rel.Schema, ch.Rel.Table)
 				}
+				// A Relation comes after a shape change; the stream does
+				// not tell everything (a column dropped and added again
+				// under its name looks the same): check the catalog.
+				e.askCheck()
 			}
 		}
 		e.core.Apply(ev)

@@ -47,27 +47,32 @@ func (e *ShapeError) Error() string { return e.Reason }
 // shapeProblem says how rel, a table's shape now (nil: the table is gone),
 // breaks src, a source compiled against an older one: a Code and a reason,
 // or "" when it does not.
-func shapeProblem(src *query.Source, rel *change.Relation) (code query.Code, reason string) {
+// column names the column at fault, when one is.
+func shapeProblem(src *query.Source, rel *change.Relation) (code query.Code, reason, column string) {
 	t := src.Table
 	if rel == nil {
-		return CodeTableDropped, fmt.Sprintf("table %s.%s was dropped", t.Schema, t.Name)
+		return CodeTableDropped, fmt.Sprintf("table %s.%s was dropped", t.Schema, t.Name), ""
 	}
 	if rel.Schema != t.Schema || rel.Table != t.Name {
-		return CodeSchemaChanged, fmt.Sprintf("table %s.%s was renamed to %s.%s", t.Schema, t.Name, rel.Schema, rel.Table)
+		return CodeSchemaChanged, fmt.Sprintf("table %s.%s was renamed to %s.%s", t.Schema, t.Name, rel.Schema, rel.Table), ""
 	}
 	for _, c := range src.Columns {
 		i := rel.ColumnIndex(c.Name)
 		if i < 0 {
-			return CodeSchemaChanged, fmt.Sprintf("column %q of table %s.%s was dropped or renamed", c.Name, t.Schema, t.Name)
+			return CodeSchemaChanged, fmt.Sprintf("column %q of table %s.%s was dropped or renamed", c.Name, t.Schema, t.Name), c.Name
 		}
-		if rel.Columns[i].TypeOID != c.DeclaredOID || rel.Columns[i].TypeMod != c.TypeMod {
-			return CodeSchemaChanged, fmt.Sprintf("column %q of table %s.%s changed type", c.Name, t.Schema, t.Name)
+		rc := rel.Columns[i]
+		if rc.TypeOID != c.DeclaredOID || rc.TypeMod != c.TypeMod {
+			return CodeSchemaChanged, fmt.Sprintf("column %q of table %s.%s changed type", c.Name, t.Schema, t.Name), c.Name
+		}
+		if rc.AttNum != 0 && c.AttNum != 0 && rc.AttNum != c.AttNum {
+			return CodeSchemaChanged, fmt.Sprintf("column %q of table %s.%s was dropped and added again", c.Name, t.Schema, t.Name), c.Name
 		}
 	}
 	if src.Star {
 		for _, c := range rel.Columns {
 			if col, _ := t.Column(c.Name); col == nil {
-				return CodeSchemaChanged, fmt.Sprintf("column %q was added to table %s.%s, which the query selects with *", c.Name, t.Schema, t.Name)
+				return CodeSchemaChanged, fmt.Sprintf("column %q was added to table %s.%s, which the query selects with *", c.Name, t.Schema, t.Name), ""
 			}
 		}
 	}
@@ -86,10 +91,10 @@ func shapeProblem(src *query.Source, rel *change.Relation) (code query.Code, rea
 		slices.Sort(want)
 		if !slices.Equal(stream, want) {
 			return CodeSchemaChanged, fmt.Sprintf("the replica identity of table %s.%s changed: updates and deletes now identify rows by (%s), the subscription by (%s)",
-				t.Schema, t.Name, strings.Join(stream, ", "), strings.Join(want, ", "))
+				t.Schema, t.Name, strings.Join(stream, ", "), strings.Join(want, ", ")), ""
 		}
 	}
-	return "", ""
+	return "", "", ""
 }
 
 // shapeQuery reads tables' shapes by OID as a Relation would describe
@@ -97,7 +102,7 @@ func shapeProblem(src *query.Source, rel *change.Relation) (code query.Code, rea
 // the replica identity. $1 is a comma-separated list of OIDs. A table that
 // no longer exists has no row.
 const shapeQuery = `SELECT c.oid, n.nspname, c.relname, c.relreplident::text,
-       a.attname, coalesce(a.atttypid, 0), coalesce(a.atttypmod, -1),
+       a.attname, coalesce(a.atttypid, 0), coalesce(a.atttypmod, -1), coalesce(a.attnum, 0),
        CASE c.relreplident
          WHEN 'f' THEN true
          WHEN 'd' THEN EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary AND a.attnum = ANY(i.indkey))
@@ -135,8 +140,8 @@ func readShapes(ctx context.Context, pc *pgconn.PgConn, oids []uint32) (map[uint
 func parseShapes(rows [][][]byte) (map[uint32]*change.Relation, error) {
 	out := make(map[uint32]*change.Relation)
 	for _, row := range rows {
-		if len(row) != 8 {
-			return nil, fmt.Errorf("read table shapes: got %d columns, want 8", len(row))
+		if len(row) != 9 {
+			return nil, fmt.Errorf("read table shapes: got %d columns, want 9", len(row))
 		}
 		oid, err := strconv.ParseUint(string(row[0]), 10, 32)
 		if err != nil {
@@ -161,7 +166,11 @@ func parseShapes(rows [][][]byte) (map[uint32]*change.Relation, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read table shapes: typmod %q: %w", row[6], err)
 		}
-		rel.Columns = append(rel.Columns, change.Column{Name: string(row[4]), TypeOID: uint32(typ), TypeMod: int32(mod), Key: string(row[7]) == "t"})
+		num, err := strconv.ParseInt(string(row[7]), 10, 16)
+		if err != nil {
+			return nil, fmt.Errorf("read table shapes: attnum %q: %w", row[7], err)
+		}
+		rel.Columns = append(rel.Columns, change.Column{Name: string(row[4]), TypeOID: uint32(typ), TypeMod: int32(mod), AttNum: int16(num), Key: string(row[8]) == "t"})
 	}
 	return out, nil
 }
@@ -204,7 +213,7 @@ func readOIDs(req ReadRequest) []uint32 {
 func checkReadShapes(req ReadRequest, shapes map[uint32]*change.Relation) error {
 	for _, s := range req.Sources {
 		src := req.Plan.Sources[s]
-		if code, reason := shapeProblem(src, shapes[src.Table.OID]); code != "" {
+		if code, reason, _ := shapeProblem(src, shapes[src.Table.OID]); code != "" {
 			return &ShapeError{Code: code, Reason: reason, Schema: src.Table.Schema, Table: src.Table.Name}
 		}
 	}
@@ -259,19 +268,24 @@ func (s *state) checkCatalog(checked []uint32, shapes map[uint32]*change.Relatio
 }
 
 // endBroken ends every view of tb that rel (tb's shape now; nil: dropped)
-// breaks, in view order, and reports whether it ended any.
+// breaks, in view order, and reports whether it ended any. The layout
+// slots of the columns at fault get fresh ones (retireStale).
 func (s *state) endBroken(tb *table, rel *change.Relation) bool {
 	type why struct {
 		code   query.Code
 		reason string
 	}
 	var broken []*view
+	var cols []string
 	whys := map[*view]why{}
 	for vs := range tb.srcs {
 		if vs.v.status == viewDead {
 			continue
 		}
-		if code, reason := shapeProblem(vs.src, rel); code != "" {
+		if code, reason, col := shapeProblem(vs.src, rel); code != "" {
+			if col != "" {
+				cols = append(cols, col)
+			}
 			if _, ok := whys[vs.v]; !ok {
 				broken = append(broken, vs.v)
 				whys[vs.v] = why{code, reason}
@@ -283,5 +297,38 @@ func (s *state) endBroken(tb *table, rel *change.Relation) bool {
 		w := whys[v]
 		s.endView(v, w.code, w.reason, true)
 	}
+	if rel != nil {
+		tb.retireStale(rel, cols)
+	}
 	return len(broken) > 0
+}
+
+// retireStale gives every column of tb's layout that rel (tb's shape now)
+// dropped or retyped, and the columns named in also (a column dropped and
+// added again under its name, which only its attnum tells), a fresh slot. Held rows keep values in a slot while
+// no view needs the column (only changes to needed columns are decoded),
+// and DDL changes no row in the stream: after ALTER COLUMN TYPE, or DROP
+// COLUMN then ADD COLUMN of the same name, a held row's old value would
+// otherwise be taken for the new column's when a view naming it hydrates.
+// The old slot keeps serving the views still reading it until they end.
+// Key columns keep their slots: a view keys rows by them, so every view of
+// the table ends when one is retyped.
+func (tb *table) retireStale(rel *change.Relation, also []string) {
+	retired := false
+	for p := range tb.cols {
+		lc := tb.cols[p]
+		if !lc.typed || tb.isKey(p) || tb.byName[lc.name] != p {
+			continue
+		}
+		if i := rel.ColumnIndex(lc.name); i >= 0 && rel.Columns[i].TypeOID == lc.declOID && !slices.Contains(also, lc.name) {
+			continue
+		}
+		tb.cols = append(tb.cols, layoutCol{name: lc.name})
+		tb.byName[lc.name] = len(tb.cols) - 1
+		retired = true
+	}
+	if retired {
+		// Relations seen map names to the old slots.
+		clear(tb.relMaps)
+	}
 }

@@ -236,3 +236,40 @@ INSERT INTO full_t SELECT g, g % 7, g % 3, NULL FROM generate_series(1, 30) g;`
 		r.check(recs[i], ref, q.ordered)
 	}
 }
+
+// TestEngineHeldValuesAfterDDL: DDL changes no row in the stream, so the
+// values held rows keep for a column are stale once it is retyped, or
+// dropped and added again; a subscription naming the new column, hydrated
+// while another keeps the rows held, must read the new values.
+func TestEngineHeldValuesAfterDDL(t *testing.T) {
+	tests := []struct {
+		name, ddl string
+		stream    bool // a write brings the new shape; else a catalog check
+	}{
+		{"retyped, stream", "ALTER TABLE items ALTER name TYPE varchar(3) USING left(name, 3)", true},
+		{"retyped, catalog", "ALTER TABLE items ALTER name TYPE varchar(3) USING left(name, 3)", false},
+		{"dropped and added, stream", "ALTER TABLE items DROP COLUMN name; ALTER TABLE items ADD COLUMN name text DEFAULT 'new'", true},
+		{"dropped and added, catalog", "ALTER TABLE items DROP COLUMN name; ALTER TABLE items ADD COLUMN name text DEFAULT 'new'", false},
+	}
+	const named = "SELECT id, name FROM items"
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, itemsDDL, Config{CatalogCheckInterval: -1})
+			_, holder := r.subscribe("SELECT id, qty FROM items")
+			_, old := r.subscribe(named)
+			waitAccepted(t, holder, old)
+			r.exec(tt.ddl)
+			if tt.stream {
+				r.exec("UPDATE items SET qty = 5 WHERE id = 1")
+			} else if err := r.e.CheckCatalog(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			waitEnded(t, old, named, CodeSchemaChanged)
+			_, again := r.subscribe(named)
+			waitAccepted(t, again)
+			r.quiesce(30 * time.Second)
+			r.check(again, named, false)
+			r.check(holder, "SELECT id, qty FROM items", false)
+		})
+	}
+}

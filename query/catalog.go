@@ -69,7 +69,10 @@ type Column struct {
 	TypeOID     uint32
 	DeclaredOID uint32
 	TypeMod     int32 // atttypmod, -1 when none
-	NotNull     bool
+	// AttNum is the column's attnum: a column dropped and added again
+	// under its name has a new one.
+	AttNum  int16
+	NotNull bool
 	// Type describes TypeOID: its kind (base, enum, array...) and, for an
 	// array, its element type.
 	Type change.Type
@@ -202,7 +205,7 @@ func (c *PGCatalog) readDefaultCollation(ctx context.Context) (*Collation, error
 }
 
 const tableQuery = `
-SELECT c.oid, a.attname, a.atttypid, a.atttypmod, a.attnotnull,
+SELECT c.oid, a.attname, a.atttypid, a.atttypmod, a.attnum, a.attnotnull,
        coalesce(bt.oid, t.oid) AS base_oid,
        bt_or_t.typtype::text, bt_or_t.typelem, bt_or_t.typcategory::text, bt_or_t.typdelim::text,
        bt_or_t.typname, tn.nspname,
@@ -249,7 +252,7 @@ func (c *PGCatalog) readTable(ctx context.Context, schema, name string, dbColl C
 			pkPos, ikPos                    int32
 			replident                       string
 		)
-		if err := rows.Scan(&t.OID, &col.Name, &col.DeclaredOID, &col.TypeMod, &col.NotNull,
+		if err := rows.Scan(&t.OID, &col.Name, &col.DeclaredOID, &col.TypeMod, &col.AttNum, &col.NotNull,
 			&col.TypeOID, &typtype, &typelem, &typcat, &typdelim, &col.Type.Name, &col.Type.Schema,
 			&collOID, &collName, &collProv, &collCollate, &collICU, &collDet, &pkPos, &replident, &ikPos); err != nil {
 			return nil, fmt.Errorf("read table %s.%s: %w", schema, name, err)

@@ -431,6 +431,8 @@ func (c *compiler) finish(p *Plan) {
 			kb = strconv.AppendUint(kb, uint64(col.DeclaredOID), 10)
 			kb = append(kb, '/')
 			kb = strconv.AppendInt(kb, int64(col.TypeMod), 10)
+			kb = append(kb, '@')
+			kb = strconv.AppendInt(kb, int64(col.AttNum), 10)
 		}
 		key.Write(kb)
 	}
