@@ -24,7 +24,10 @@ import (
 	"gorm.io/gorm/logger"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/lookups.golden")
+var (
+	update = flag.Bool("update", false, "rewrite testdata/lookups.golden")
+	scale  = flag.Int("scale", 1, "scale of the desks the tests seed (the expectations hold for 1 to 9)")
+)
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
@@ -38,7 +41,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 // pool on it.
 func seeded(t *testing.T) (*pgtest.DB, *sql.DB) {
 	t.Helper()
-	ctx := ctxFor(t, time.Minute)
+	ctx := ctxFor(t, time.Duration(*scale)*time.Minute)
 	pdb := pgtest.NewDB(t)
 	db, err := sql.Open("pgx", pdb.DSN)
 	if err != nil {
@@ -48,7 +51,7 @@ func seeded(t *testing.T) (*pgtest.DB, *sql.DB) {
 	if err := ticketdesk.CreateSchema(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	if err := ticketdesk.Seed(ctx, db, 1); err != nil {
+	if err := ticketdesk.Seed(ctx, db, *scale); err != nil {
 		t.Fatal(err)
 	}
 	return pdb, db
@@ -89,6 +92,9 @@ func (d *desk) pool(t *testing.T) (*desktest.Pool, *gorm.DB) {
 }
 
 func TestSchemaAndSeed(t *testing.T) {
+	if *scale != 1 {
+		t.Skip("counts are checked at scale 1")
+	}
 	ctx := ctxFor(t, 2*time.Minute)
 	_, db := seeded(t)
 	if err := ticketdesk.CreateSchema(ctx, db); err != nil {
@@ -300,5 +306,25 @@ func testLookups(t *testing.T, d *desk) {
 	}
 	if golden.String() != string(want) {
 		t.Fatalf("rendered SQL =\n%s\nwant (testdata/lookups.golden; -update rewrites it)\n%s", golden.String(), want)
+	}
+}
+
+// BenchmarkSeed seeds a desk at scale 1 (b.N times, into one database).
+func BenchmarkSeed(b *testing.B) {
+	pdb := pgtest.NewDB(b)
+	db, err := sql.Open("pgx", pdb.DSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if err := ticketdesk.CreateSchema(ctx, db); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if err := ticketdesk.Seed(ctx, db, *scale); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -41,7 +41,9 @@ const SeedTicketSpacing = 17 * time.Minute
 
 // seedSQL fills the desk from generate_series: the same rows for the same
 // scale every time, generated inside PostgreSQL so scale 1 takes a
-// couple of seconds. $1 orgs, $2 tickets, $3 users per org and $4 the
+// couple of seconds. A ticket's body is a stretch of one pool of md5 hex
+// (13 KB, made once): pglz finds nothing to compress within it, so every
+// body is stored out of line. $1 orgs, $2 tickets, $3 users per org and $4 the
 // epoch are replaced by their values before the statements run.
 // Organization $1+1 is the empty one: no users, labels or tickets.
 var seedSQL = []string{
@@ -62,10 +64,11 @@ var seedSQL = []string{
 	        (ARRAY['open','pending','blocked','solved','closed'])[1 + (i * 31) % 5],
 	        1 + (i * 17) % 5,
 	        ARRAY[(ARRAY['bug','billing','ui','api','urgent'])[1 + i % 5]],
-	        (SELECT string_agg(md5(i || ':' || j), ' ') FROM generate_series(1, 60 + (i * 7) % 180) j),
+	        'ticket ' || i || ': ' || substr(pool.text, 1 + (i * 7919) % 4000, 2048 + (i * 337) % 6000),
 	        $4::timestamptz + (i - 1) * interval '17 minutes',
 	        $4::timestamptz + (i - 1) * interval '17 minutes' + (i % 100) * interval '1 hour'
-	 FROM generate_series(1, $2::int) i, LATERAL (SELECT 1 + (i * 7) % $1::int AS org) o`,
+	 FROM generate_series(1, $2::int) i, LATERAL (SELECT 1 + (i * 7) % $1::int AS org) o,
+	      (SELECT string_agg(md5(j::text), ' ') AS text FROM generate_series(1, 400) j) pool`,
 	`INSERT INTO comments (id, ticket_id, author_id, body, created_at)
 	 SELECT c, t.id, (t.org_id - 1) * $3::int + 1 + c % $3::int, 'comment ' || c || ' on ticket ' || t.id,
 	        t.created_at + (c % 50) * interval '10 minutes'
