@@ -3,7 +3,6 @@ package s2s_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -25,17 +25,25 @@ import (
 // TestBenchS2S measures commit-to-frame latency and fan-out against a
 // `freshet serve` subprocess; this test process is the client. It runs only
 // with FRESHET_S2S_BENCH=1 (docs/benchmarks.md, section s2s);
-// FRESHET_S2S_BENCH_SERVER_GOMAXPROCS sets the server's GOMAXPROCS:
+// FRESHET_S2S_BENCH_SERVER_GOMAXPROCS sets the server's GOMAXPROCS, and
+// FRESHET_S2S_BENCH_PROFILE=file has the server write a CPU profile of
+// the run to file (profile the client with go test's -cpuprofile), and
+// FRESHET_S2S_BENCH_BIN=path runs that freshet binary as the server
+// instead of one built from this tree (to compare builds with one client);
+// FRESHET_S2S_BENCH_SOCKETS=1000 runs only the socket counts listed and
+// FRESHET_S2S_BENCH_FANOUT=0 skips the fan-out:
 //
 //	FRESHET_S2S_BENCH=1 go test ./s2s -run TestBenchS2S -v -timeout 20m
 func TestBenchS2S(t *testing.T) {
 	if os.Getenv("FRESHET_S2S_BENCH") == "" {
 		t.Skip("set FRESHET_S2S_BENCH=1 to run the s2s benchmark")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "freshet")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/freshet").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin := os.Getenv("FRESHET_S2S_BENCH_BIN") // another build to compare with
+	if bin == "" {
+		bin = filepath.Join(t.TempDir(), "freshet")
+		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/freshet").CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
 	}
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
@@ -54,12 +62,26 @@ func TestBenchS2S(t *testing.T) {
 	if p := os.Getenv("FRESHET_S2S_BENCH_SERVER_GOMAXPROCS"); p != "" {
 		srv.Env = append(os.Environ(), "GOMAXPROCS="+p)
 	}
+	if p := os.Getenv("FRESHET_S2S_BENCH_PROFILE"); p != "" {
+		srv.Args = append(srv.Args, "--cpuprofile", p)
+	}
 	var stderr bytes.Buffer
 	srv.Stderr = &stderr
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { srv.Process.Kill(); srv.Wait() }()
+	defer func() {
+		// SIGTERM: a graceful stop writes the CPU profile.
+		srv.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { srv.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			srv.Process.Kill()
+			<-done
+		}
+	}()
 
 	type sock struct {
 		ws   *websocket.Conn
@@ -89,38 +111,56 @@ func TestBenchS2S(t *testing.T) {
 	}
 	// read runs each socket's reader: it records, for every delta, the
 	// time from the writer's timestamp in the row to the frame's arrival.
+	// Every frame is read whole; the timestamps are found by a byte scan
+	// of the frames this server writes (the row's values are
+	// ["1","<ts>"]) rather than a full JSON decode, which took 40% of the
+	// client's CPU from the two cores the server runs on too.
 	read := func(socks []*sock, accepted *sync.WaitGroup, wg *sync.WaitGroup) {
+		valuesAt := []byte(`"values":["`)
 		for _, s := range socks {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				acc := false
+				var buf bytes.Buffer
 				for {
-					_, b, err := s.ws.Read(ctx)
+					_, r, err := s.ws.Reader(ctx)
 					if err != nil {
 						return
 					}
-					now := time.Now().UnixMicro()
-					var f struct {
-						Type   string `json:"type"`
-						Upsert []struct {
-							Values []*string `json:"values"`
-						} `json:"upsert"`
+					buf.Reset()
+					if _, err := buf.ReadFrom(r); err != nil {
+						return
 					}
-					json.Unmarshal(b, &f)
-					switch f.Type {
-					case "accepted":
+					now := time.Now().UnixMicro()
+					b := buf.Bytes()
+					switch {
+					case bytes.HasPrefix(b, []byte(`{"type":"delta"`)):
+						for {
+							i := bytes.Index(b, valuesAt)
+							if i < 0 {
+								break
+							}
+							b = b[i+len(valuesAt):]
+							s.rows.Add(1)
+							// Skip the id, then read the timestamp.
+							if j := bytes.Index(b, []byte(`","`)); j >= 0 {
+								b = b[j+3:]
+								if k := bytes.IndexByte(b, '"'); k >= 0 {
+									if ts, err := strconv.ParseInt(string(b[:k]), 10, 64); err == nil && ts > 0 {
+										s.lat = append(s.lat, now-ts)
+									}
+								}
+							}
+						}
+					case bytes.HasPrefix(b, []byte(`{"type":"accepted"`)):
 						if !acc {
 							acc = true
 							accepted.Done()
 						}
-					case "delta":
-						for _, u := range f.Upsert {
-							s.rows.Add(1)
-							if ts, err := strconv.ParseInt(*u.Values[1], 10, 64); err == nil && ts > 0 {
-								s.lat = append(s.lat, now-ts)
-							}
-						}
+					case bytes.HasPrefix(b, []byte(`{"type":"refused"`)), bytes.HasPrefix(b, []byte(`{"type":"ended"`)):
+						t.Errorf("bench subscription: %s", b)
+						return
 					}
 				}
 			}()
@@ -156,7 +196,19 @@ func TestBenchS2S(t *testing.T) {
 		}
 		return float64(all[int(float64(len(all)-1)*p)]) / 1000
 	}
-	for _, n := range []int{1, 100, 1000} {
+	counts := []int{1, 100, 1000}
+	if v := os.Getenv("FRESHET_S2S_BENCH_SOCKETS"); v != "" {
+		counts = counts[:0]
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				t.Fatalf("FRESHET_S2S_BENCH_SOCKETS=%q: want socket counts like 1,100,1000", v)
+			}
+			counts = append(counts, n)
+		}
+	}
+	fanout := os.Getenv("FRESHET_S2S_BENCH_FANOUT") != "0"
+	for _, n := range counts {
 		socks := open(n)
 		var accepted, wg sync.WaitGroup
 		accepted.Add(n)
@@ -185,7 +237,7 @@ func TestBenchS2S(t *testing.T) {
 		s1, c1 := cpu()
 		t.Logf("latency sockets=%d txns=%d frames=%d p50=%.2fms p99=%.2fms max=%.2fms (CPU s: server %.1f, client %.1f; load %s)",
 			n, txns, len(all), pct(all, 0.5), pct(all, 0.99), pct(all, 1), s1-s0, c1-c0, load())
-		if n == 1000 {
+		if n == 1000 && fanout {
 			// Fan-out: the writer commits as fast as one connection can
 			// for 5 s; count the rows delivered to all sockets.
 			for _, s := range socks {

@@ -20,7 +20,7 @@ import (
 type conn struct {
 	s      *Server
 	ws     *websocket.Conn
-	nc     *corkConn // under ws
+	nc     *sockConn // under ws
 	remote string
 	q      *queue
 
@@ -49,7 +49,7 @@ type sub struct {
 	countKey   *engine.Key // a COUNT(*) result's one row, when it has one
 }
 
-func newConn(s *Server, ws *websocket.Conn, nc *corkConn, remote string) *conn {
+func newConn(s *Server, ws *websocket.Conn, nc *sockConn, remote string) *conn {
 	c := &conn{s: s, ws: ws, nc: nc, remote: remote, q: newQueue(s.cfg.MaxQueueBytes, &s.queueN),
 		subs: map[string]*sub{}, failed: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
@@ -100,7 +100,8 @@ func (c *conn) fail(code websocket.StatusCode, reason string) {
 	}
 	c.endAll()
 	// Close writes the close frame (waiting at most a few seconds for a
-	// stuck writer) and ends the read loop.
+	// stuck writer) and ends the read loop. No message follows it.
+	c.nc.stop()
 	_ = c.ws.Close(code, reason)
 	c.cancel()
 }
@@ -504,7 +505,7 @@ func (c *conn) writeLoop() {
 		MaxFrameBytes:    cfg.MaxFrameBytes,
 		LagIntervalMS:    int(cfg.LagInterval / time.Millisecond),
 	})
-	if c.write(hello) != nil || c.writeLag() != nil {
+	if c.nc.writeMessages([][]byte{hello, c.s.lagFrame(time.Now())}) != nil {
 		c.cancelLoops()
 		return
 	}
@@ -513,8 +514,7 @@ func (c *conn) writeLoop() {
 	// connection's end signals it too.
 	stop := context.AfterFunc(c.ctx, c.q.signal)
 	defer stop()
-	var items []item
-	var scratch []byte
+	var w drain
 	for {
 		<-c.q.ready
 		if c.ctx.Err() != nil {
@@ -525,37 +525,49 @@ func (c *conn) writeLoop() {
 			return
 		default:
 		}
-		items, _ = c.q.take(items)
-		if c.writeItems(items, &scratch) != nil {
+		w.items, _ = c.q.take(w.items)
+		if w.write(c.nc) != nil {
 			c.cancelLoops()
 			return
 		}
-		clear(items)
 	}
 }
 
-// writeItems writes a drained queue: each frame is its own WebSocket
-// message, and the messages reach the socket in as few writes as the
-// cork's buffer allows, all within the write timeout.
-func (c *conn) writeItems(items []item, scratch *[]byte) error {
-	c.nc.cork()
-	var err error
-	for i := range items {
-		b := items[i].frame
-		if t := items[i].touch; t != nil {
-			*scratch = t.encode((*scratch)[:0])
-			b = *scratch
-		}
-		// The socket's deadline bounds the writes: the context need not.
-		if err = c.ws.Write(context.Background(), websocket.MessageText, b); err != nil {
-			break
+// drain is a write loop's reusable buffers for writing what it took from
+// the queue.
+type drain struct {
+	items   []item
+	msgs    [][]byte
+	touches []byte // touched frames encoded for this drain
+	ends    []int  // where each ends in touches
+}
+
+// write writes the drained items, each frame its own WebSocket message,
+// and forgets them.
+func (d *drain) write(nc *sockConn) error {
+	// Encode the touched frames first, one after another in one buffer:
+	// the messages slice it once it no longer grows.
+	d.touches, d.ends = d.touches[:0], d.ends[:0]
+	for i := range d.items {
+		if t := d.items[i].touch; t != nil {
+			d.touches = t.encode(d.touches)
+			d.ends = append(d.ends, len(d.touches))
 		}
 	}
-	// Uncork even after a failure: a close frame another goroutine wrote
-	// meanwhile is in the buffer.
-	if uerr := c.nc.uncork(); err == nil {
-		err = uerr
+	d.msgs = d.msgs[:0]
+	start, k := 0, 0
+	for i := range d.items {
+		b := d.items[i].frame
+		if d.items[i].touch != nil {
+			b = d.touches[start:d.ends[k]]
+			start = d.ends[k]
+			k++
+		}
+		d.msgs = append(d.msgs, b)
 	}
+	err := nc.writeMessages(d.msgs)
+	clear(d.msgs)
+	clear(d.items)
 	return err
 }
 
@@ -563,14 +575,4 @@ func (c *conn) writeItems(items []item, scratch *[]byte) error {
 func (c *conn) cancelLoops() {
 	c.cancel()
 	_ = c.ws.CloseNow()
-}
-
-func (c *conn) write(b []byte) error {
-	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.WriteTimeout)
-	defer cancel()
-	return c.ws.Write(ctx, websocket.MessageText, b)
-}
-
-func (c *conn) writeLag() error {
-	return c.write(c.s.lagFrame(time.Now()))
 }

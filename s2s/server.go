@@ -220,7 +220,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("the server holds %d connections, its limit (--max-connections)", s.cfg.MaxConnections))
 		return
 	}
-	cw := &corkWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout}
+	cw := &sockWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout}
 	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		s.connN.Add(-1)
@@ -232,7 +232,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	c := newConn(s, ws, cw.cc, r.RemoteAddr)
+	c := newConn(s, ws, cw.sc, r.RemoteAddr)
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 )
@@ -64,6 +65,20 @@ func printFlags(fs *flag.FlagSet, text string) {
 	fs.PrintDefaults()
 	fs.SetOutput(out)
 	fmt.Fprint(out, text, strings.ReplaceAll("\n"+b.String(), "\n  -", "\n  --")[1:])
+}
+
+// startCPUProfile writes a CPU profile to path until stop is called
+// (--cpuprofile of tail and serve).
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create CPU profile (--cpuprofile): %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start CPU profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // usageError is a mistake in how the command was called (exit status 2).

@@ -48,6 +48,7 @@ type serveConfig struct {
 	ShutdownTimeout time.Duration
 	LogLevel        slog.Level
 	LogFormat       string
+	CPUProfile      string
 
 	// Logger, when set, is used instead of one built from LogLevel and
 	// LogFormat. Listening, when set, is called with the bound address.
@@ -110,6 +111,7 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 		shutdown    = dur("shutdown-timeout", "FRESHET_SHUTDOWN_TIMEOUT", 10*time.Second, "longest a graceful shutdown waits for connections")
 		logLevel    = str("log-level", "FRESHET_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 		logFormat   = str("log-format", "FRESHET_LOG_FORMAT", "text", "log format: text or json")
+		cpuProfile  = str("cpuprofile", "FRESHET_CPUPROFILE", "", "write a CPU profile (go tool pprof) of the whole run to this file")
 	)
 	fs.Usage = func() { printFlags(fs, serveUsage) }
 	bad := func(format string, a ...any) error {
@@ -131,7 +133,7 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 	if *dsn == "" {
 		return nil, bad("no database given: pass --dsn 'postgres://user@host/db' or set FRESHET_DSN")
 	}
-	cfg := &serveConfig{Stream: def, ReadDSN: *readDSN, Listen: *listen, LogFormat: *logFormat, S2S: s2sDef}
+	cfg := &serveConfig{Stream: def, ReadDSN: *readDSN, Listen: *listen, LogFormat: *logFormat, S2S: s2sDef, CPUProfile: *cpuProfile}
 	if cfg.ReadDSN == "" {
 		cfg.ReadDSN = *dsn
 	}
@@ -258,6 +260,13 @@ func (m *Main) serve(ctx context.Context, cfg *serveConfig) error {
 		}
 	}
 	cfg.Stream.Logger = log
+	if cfg.CPUProfile != "" {
+		stop, err := startCPUProfile(cfg.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	reader, err := pgwal.Open(ctx, cfg.Stream)
 	if err != nil {
 		return err

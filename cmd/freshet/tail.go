@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -164,15 +163,11 @@ func (m *Main) tail(ctx context.Context, cfg *tailConfig) error {
 	}
 	cfg.Stream.Logger = logger
 	if cfg.CPUProfile != "" {
-		f, err := os.Create(cfg.CPUProfile)
+		stop, err := startCPUProfile(cfg.CPUProfile)
 		if err != nil {
-			return fmt.Errorf("create CPU profile: %w", err)
+			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("start CPU profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 
 	t := &tailer{format: cfg.Format, until: cfg.Until, logger: logger}
