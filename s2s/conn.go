@@ -183,6 +183,7 @@ func (c *conn) push(b []byte) {
 		return // the connection is going; nothing more is sent
 	}
 	ok := c.q.pushLocked(b)
+	c.q.signal()
 	c.q.mu.Unlock()
 	if !ok {
 		c.overflow()
@@ -249,7 +250,10 @@ func (sb *sub) Send(o engine.Output) {
 	case engine.OutputRefused, engine.OutputEnded:
 		c.dropLocked(sb)
 		ok = c.q.pushLocked(frame)
+		c.q.signal() // the engine may send these outside a batch (Engine.Close)
 	default:
+		// Queued until Flush: a transaction's frames are written
+		// together, with one wake-up of the write loop.
 		ok = c.q.pushLocked(frame)
 	}
 	c.q.mu.Unlock()
@@ -267,7 +271,8 @@ func (sb *sub) Send(o engine.Output) {
 }
 
 // Flush implements engine.Flusher: the engine has handed out a
-// transaction's outputs, so its touched frame is complete.
+// transaction's outputs, so its touched frame is complete and its frames
+// can go to the socket.
 func (sb *sub) Flush() {
 	q := sb.c.q
 	q.mu.Lock()

@@ -63,8 +63,9 @@ func (q *queue) signal() {
 	}
 }
 
-// pushLocked appends a frame. It returns false when the queue is closed or
-// the frame would pass the limit.
+// pushLocked appends a frame without waking the write loop (signal does).
+// It returns false when the queue is closed or the frame would pass the
+// limit.
 func (q *queue) pushLocked(b []byte) bool {
 	if q.closed {
 		return false
@@ -75,7 +76,6 @@ func (q *queue) pushLocked(b []byte) bool {
 	q.items = append(q.items, item{frame: b})
 	q.bytes += len(b)
 	q.total.Add(int64(len(b)))
-	q.signal()
 	return true
 }
 
@@ -110,14 +110,17 @@ func (q *queue) touchLocked(lsn change.LSN, id string) bool {
 	return true
 }
 
-// endTxnLocked queues the transaction's touched frame, if it has one.
+// endTxnLocked queues the transaction's touched frame, if it has one, and
+// wakes the write loop for the transaction's frames: they go to the
+// socket together.
 func (q *queue) endTxnLocked() {
-	if q.touch == nil {
-		return
+	if q.touch != nil {
+		q.items = append(q.items, item{touch: q.touch})
+		q.touch = nil
 	}
-	q.items = append(q.items, item{touch: q.touch})
-	q.touch = nil
-	q.signal()
+	if len(q.items) > 0 {
+		q.signal()
+	}
 }
 
 // untouchLocked removes id from the touched frame being collected: a

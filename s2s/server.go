@@ -221,7 +221,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cw := &sockWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout}
-	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	// No compression: the write loop frames its messages itself, plain
+	// (docs/s2s-protocol.md).
+	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{InsecureSkipVerify: true, CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		s.connN.Add(-1)
 		if held, ok := s.limiter.allow("bad_upgrade"); ok {
