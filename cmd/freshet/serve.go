@@ -104,14 +104,16 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 		rowLimit    = num("row-limit", "FRESHET_ROW_LIMIT", engine.DefaultReadRowLimit, "most rows a hydration read may return; 0 lifts the limit")
 		readTimeout = dur("read-timeout", "FRESHET_READ_TIMEOUT", engine.DefaultReadTimeout, "longest a hydration read may take")
 		readConc    = num("read-concurrency", "FRESHET_READ_CONCURRENCY", engine.DefaultReadConcurrency, "hydration reads run at once")
-		heartbeat   = dur("heartbeat", "FRESHET_HEARTBEAT_INTERVAL", def.HeartbeatInterval, "WAL heartbeat cadence (lag probes)")
-		lagEvery    = dur("lag-interval", "FRESHET_LAG_INTERVAL", s2sDef.LagInterval, "cadence of lag frames to clients")
-		writeTO     = dur("write-timeout", "FRESHET_WRITE_TIMEOUT", s2sDef.WriteTimeout, "longest a write to a client's socket may take before the connection is dropped")
-		compileTO   = dur("compile-timeout", "FRESHET_COMPILE_TIMEOUT", s2sDef.CompileTimeout, "longest compiling a subscription's query may take")
-		shutdown    = dur("shutdown-timeout", "FRESHET_SHUTDOWN_TIMEOUT", 10*time.Second, "longest a graceful shutdown waits for connections")
-		logLevel    = str("log-level", "FRESHET_LOG_LEVEL", "info", "log level: debug, info, warn or error")
-		logFormat   = str("log-format", "FRESHET_LOG_FORMAT", "text", "log format: text or json")
-		cpuProfile  = str("cpuprofile", "FRESHET_CPUPROFILE", "", "write a CPU profile (go tool pprof) of the whole run to this file")
+		catCheck    = fs.String("catalog-check-interval", envDefault("FRESHET_CATALOG_CHECK_INTERVAL", engine.DefaultCatalogCheckInterval.String()),
+			"how often the catalog is asked whether subscribed tables still exist with their shape (a DROP TABLE is seen only so); 0 turns it off ($FRESHET_CATALOG_CHECK_INTERVAL)")
+		heartbeat  = dur("heartbeat", "FRESHET_HEARTBEAT_INTERVAL", def.HeartbeatInterval, "WAL heartbeat cadence (lag probes)")
+		lagEvery   = dur("lag-interval", "FRESHET_LAG_INTERVAL", s2sDef.LagInterval, "cadence of lag frames to clients")
+		writeTO    = dur("write-timeout", "FRESHET_WRITE_TIMEOUT", s2sDef.WriteTimeout, "longest a write to a client's socket may take before the connection is dropped")
+		compileTO  = dur("compile-timeout", "FRESHET_COMPILE_TIMEOUT", s2sDef.CompileTimeout, "longest compiling a subscription's query may take")
+		shutdown   = dur("shutdown-timeout", "FRESHET_SHUTDOWN_TIMEOUT", 10*time.Second, "longest a graceful shutdown waits for connections")
+		logLevel   = str("log-level", "FRESHET_LOG_LEVEL", "info", "log level: debug, info, warn or error")
+		logFormat  = str("log-format", "FRESHET_LOG_FORMAT", "text", "log format: text or json")
+		cpuProfile = str("cpuprofile", "FRESHET_CPUPROFILE", "", "write a CPU profile (go tool pprof) of the whole run to this file")
 	)
 	fs.Usage = func() { printFlags(fs, serveUsage) }
 	bad := func(format string, a ...any) error {
@@ -195,6 +197,13 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 			return nil, bad("--%s %q: want a positive duration like 500ms or 10s", d.name, *d.s)
 		}
 		*d.dst = v
+	}
+	if v, err := time.ParseDuration(strings.TrimSpace(*catCheck)); err != nil || v < 0 {
+		return nil, bad("--catalog-check-interval %q: want a duration like 5s, or 0 to turn the check off", *catCheck)
+	} else if v == 0 {
+		cfg.Engine.CatalogCheckInterval = -1 // the engine's "off"
+	} else {
+		cfg.Engine.CatalogCheckInterval = v
 	}
 	cfg.Engine.Query.SearchPath = qDef.SearchPath
 	cfg.S2S.Token = *token

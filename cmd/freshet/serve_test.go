@@ -61,6 +61,14 @@ func TestParseServeFlags(t *testing.T) {
 				}
 				return ""
 			}},
+		{name: "timeouts and catalog check", args: []string{"--dsn", "postgres://x/db", "--write-timeout", "3s", "--compile-timeout", "4s", "--catalog-check-interval", "0"},
+			check: func(c *serveConfig) string {
+				if c.S2S.WriteTimeout != 3*time.Second || c.S2S.CompileTimeout != 4*time.Second || c.Engine.CatalogCheckInterval >= 0 {
+					return fmt.Sprintf("write %v compile %v catalog check %v", c.S2S.WriteTimeout, c.S2S.CompileTimeout, c.Engine.CatalogCheckInterval)
+				}
+				return ""
+			}},
+		{name: "bad catalog check", args: []string{"--dsn", "x", "--catalog-check-interval", "-1s"}, bad: "--catalog-check-interval"},
 		{name: "no dsn", bad: "no database given"},
 		{name: "bad number", args: []string{"--dsn", "x", "--max-frame-bytes", "-1"}, bad: "--max-frame-bytes"},
 		{name: "bad duration", args: []string{"--dsn", "x", "--heartbeat", "soon"}, bad: "--heartbeat"},
