@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/freshetdb/freshet/wire"
 	"github.com/maypok86/otter/v2"
@@ -30,7 +31,7 @@ type entry struct {
 	sql    string
 	params []wire.Param
 	sock   *socket
-	born   time.Time
+	born   int64 // Cache.Now when made
 
 	state   atomic.Int32
 	res     atomic.Pointer[Result]
@@ -81,6 +82,9 @@ type Cache struct {
 	socks []*socket
 
 	entries *otter.Cache[string, *entry]
+	clock   *otter.CoarseClock
+	off     atomic.Bool // disabled is set: the engine follows another database
+	known   atomic.Bool // ident is set
 	subN    atomic.Int64
 	idN     atomic.Uint64
 	n       counters
@@ -114,7 +118,9 @@ func Open(cfg Config) (*Cache, error) {
 		return c, nil
 	}
 	c.url, _ = endpoint(cfg.URL)
+	c.clock = otter.NewCoarseClock(time.Millisecond)
 	c.entries = otter.Must(&otter.Options[string, *entry]{
+		Clock:            c.clock,
 		MaximumWeight:    uint64(cfg.MaxBytes),
 		Weigher:          func(_ string, e *entry) uint32 { return e.weight() },
 		ExpiryCalculator: expiry{c},
@@ -136,6 +142,7 @@ func (c *Cache) Close() error {
 	if c.entries != nil {
 		c.entries.InvalidateAll()
 		c.entries.StopAllGoroutines()
+		c.clock.Stop()
 	}
 	return nil
 }
@@ -143,12 +150,7 @@ func (c *Cache) Close() error {
 // Enabled reports whether the cache may serve reads at all: it has a URL
 // and the engine was not found following another database.
 func (c *Cache) Enabled() bool {
-	if c.entries == nil {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.disabled == nil
+	return c.entries != nil && !c.off.Load()
 }
 
 // Err returns why the cache is not serving reads, or nil: the engine
@@ -190,7 +192,7 @@ func (c *Cache) LastConnectError() error {
 // it returns true the caller must call Verify (with the error if the check
 // failed).
 func (c *Cache) NeedsIdentity() bool {
-	if c.entries == nil {
+	if c.entries == nil || c.known.Load() || c.off.Load() {
 		return false
 	}
 	c.mu.Lock()
@@ -222,6 +224,7 @@ func (c *Cache) Verify(id Identity, err error) {
 		return
 	}
 	c.ident = &id
+	c.known.Store(true)
 	close(c.identDone)
 	c.mu.Unlock()
 	for _, s := range c.socks {
@@ -243,6 +246,7 @@ func (c *Cache) check(h *wire.Hello) (known bool, err error) {
 		c.disabled = fmt.Errorf("%w: it streams database %q of cluster %s, the reads go to database %q of cluster %s; "+
 			"point FRESHET_URL at the freshet serving this database: every read goes to PostgreSQL",
 			ErrMismatch, h.Database, h.SystemIdentifier, c.ident.Database, c.ident.SystemIdentifier)
+		c.off.Store(true)
 		c.log.Error("freshet read cache disabled", "err", c.disabled)
 		return true, c.disabled
 	}
@@ -262,19 +266,28 @@ func (c *Cache) Bypass(r Reason) Reason {
 	return r
 }
 
-// Read returns the cached result of sql with params, subscribing on a
-// miss and waiting up to VerdictTimeout for the engine's first answer, or
-// the reason the read must go to PostgreSQL (counted in Stats). Callers
-// decide routing, transactions and writes first (see Bypass).
+// Read returns the cached result of sql with params (see ReadKey).
 func (c *Cache) Read(ctx context.Context, sql string, params []wire.Param) (*Result, Reason) {
-	if c.entries == nil || c.disabledNow() {
+	return c.ReadKey(ctx, []byte(Key(sql, params)))
+}
+
+// ReadKey returns the cached result of the read whose key AppendKey and
+// AppendArg built, subscribing on a miss and waiting up to VerdictTimeout
+// for the engine's first answer, or the reason the read must go to
+// PostgreSQL (counted in Stats). A hit allocates nothing and does not keep
+// key. Callers decide routing, transactions and writes first (see Bypass).
+func (c *Cache) ReadKey(ctx context.Context, key []byte) (*Result, Reason) {
+	if c.entries == nil || c.off.Load() {
 		return nil, c.Bypass(ReasonDisabled)
 	}
-	key := Key(sql, params)
-	if e, ok := c.entries.GetIfPresent(key); ok {
+	if len(key) == 0 {
+		return nil, c.Bypass(ReasonUnsupported)
+	}
+	// The lookup reads key in place: otter neither keeps nor changes it.
+	if e, ok := c.entries.GetIfPresent(unsafe.String(&key[0], len(key))); ok {
 		switch e.state.Load() {
 		case stateLive:
-			if !e.sock.fresh() {
+			if !e.sock.fresh(c.Now()) {
 				return nil, c.Bypass(e.sock.why())
 			}
 			c.n.hits.Add(1)
@@ -288,17 +301,22 @@ func (c *Cache) Read(ctx context.Context, sql string, params []wire.Param) (*Res
 		}
 		return c.wait(ctx, e)
 	}
-	s := c.sockFor(key)
-	if !s.fresh() {
+	k := string(key)
+	sql, params, ok := paramsOf(k)
+	if !ok {
+		return nil, c.Bypass(ReasonUnsupported)
+	}
+	s := c.sockFor(k)
+	now := c.Now()
+	if !s.fresh(now) {
 		return nil, c.Bypass(s.why())
 	}
 	if c.subN.Load() >= int64(c.cfg.MaxSubscriptions) {
 		return nil, c.Bypass(ReasonLimit)
 	}
-	now := time.Now()
-	e := &entry{key: key, sql: sql, params: params, sock: s, born: now, verdict: make(chan struct{})}
-	e.sentAt.Store(now.UnixNano()) // before it is visible: a second reader waits from here
-	if got, added := c.entries.SetIfAbsent(key, e); !added {
+	e := &entry{key: k, sql: sql, params: params, sock: s, born: now, verdict: make(chan struct{})}
+	e.sentAt.Store(time.Now().UnixNano()) // before it is visible: a second reader waits from here
+	if got, added := c.entries.SetIfAbsent(k, e); !added {
 		return c.wait(ctx, got)
 	}
 	c.subN.Add(1)
@@ -306,10 +324,34 @@ func (c *Cache) Read(ctx context.Context, sql string, params []wire.Param) (*Res
 	return c.wait(ctx, e)
 }
 
-func (c *Cache) disabledNow() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.disabled != nil
+// Staleness bounds how old an answer served from the cache now may be: the
+// largest, over the sockets that may serve reads, of the engine's last
+// reported lag plus the time since it was reported. Every change committed
+// more than that long ago is in every answer a hit returns. ok is false
+// when no socket may serve (reads then go to PostgreSQL). A hit is only
+// served while its socket's bound is within MaxLag.
+func (c *Cache) Staleness() (d time.Duration, ok bool) {
+	if c.entries == nil {
+		return 0, false
+	}
+	now := c.Now()
+	for _, s := range c.socks {
+		if sd, sok := s.staleness(now); sok && sd <= c.cfg.MaxLag {
+			d, ok = max(d, sd), true
+		}
+	}
+	return d, ok
+}
+
+// Now returns the cache's clock in Unix nanoseconds: read every
+// millisecond by one goroutine, so that a hit does not pay for reading the
+// time (about 100 ns on a VM, several times per read). The adapters'
+// read-your-writes windows use it too.
+func (c *Cache) Now() int64 {
+	if c.clock == nil {
+		return time.Now().UnixNano()
+	}
+	return c.clock.NowNano()
 }
 
 // wait waits for e's verdict.
@@ -329,7 +371,7 @@ func (c *Cache) wait(ctx context.Context, e *entry) (*Result, Reason) {
 	}
 	switch e.state.Load() {
 	case stateLive:
-		if !e.sock.fresh() {
+		if !e.sock.fresh(c.Now()) {
 			return nil, c.Bypass(e.sock.why())
 		}
 		c.n.misses.Add(1)
@@ -395,7 +437,7 @@ func (x expiry) live(e *entry) time.Duration {
 		}
 	}
 	d := x.c.cfg.IdleTimeout
-	if rest := x.c.cfg.TTL - time.Since(e.born); rest < d {
+	if rest := x.c.cfg.TTL - time.Duration(x.c.Now()-e.born); rest < d {
 		d = rest
 	}
 	if d <= 0 {

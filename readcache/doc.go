@@ -82,10 +82,20 @@
 // goes to PostgreSQL (ReasonEvicted). Subscriptions are capped per process
 // by MaxSubscriptions.
 //
+// # The cost of a hit
+//
+// A hit allocates nothing in this package or the adapters' database/sql
+// path: the key is appended into a buffer the connection reuses
+// (AppendKey, AppendArg) and looked up in place (ReadKey); each published
+// Result keeps, per adapter, its values already decoded (Result.Memo), so
+// a hit copies them instead of parsing text, until a delta publishes the
+// next Result; the time is read from a clock ticking every millisecond
+// (Now) rather than the system clock. What remains of a database/sql hit
+// is database/sql's own work (docs/benchmarks.md measures it).
+//
 // # Not done yet
 //
 // Result sets are rebuilt (copy on write) on each delta, which costs
-// O(rows) per change of a large result; the s2s protocol carries no type
-// modifiers, so ColumnTypeLength of varchar(n) and
-// ColumnTypePrecisionScale of numeric(p,s) are unknown on cached rows.
+// O(rows) per change of a large result, and the first read after a delta
+// decodes the whole result again.
 package readcache

@@ -36,14 +36,18 @@ func ExampleIsSelect() {
 }
 
 // Two reads share a cache entry exactly when their SQL and binds match.
-func ExampleKey() {
+func ExampleAppendKey() {
 	m := pgtype.NewMap()
-	a, _ := readcache.Params(m, []any{42, "open"})
-	b, _ := readcache.Params(m, []any{int64(42), "open"})
-	c, _ := readcache.Params(m, []any{43, "open"})
 	const q = "SELECT * FROM tickets WHERE id = $1 AND status = $2"
-	fmt.Println(readcache.Key(q, a) == readcache.Key(q, b))
-	fmt.Println(readcache.Key(q, a) == readcache.Key(q, c))
+	key := func(args ...any) string {
+		b := readcache.AppendKey(nil, q)
+		for _, a := range args {
+			b, _ = readcache.AppendArg(b, m, a)
+		}
+		return string(b)
+	}
+	fmt.Println(key(42, "open") == key(int64(42), "open"))
+	fmt.Println(key(42, "open") == key(43, "open"))
 	// Output:
 	// true
 	// false

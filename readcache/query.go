@@ -3,6 +3,7 @@ package readcache
 import (
 	"database/sql/driver"
 	"encoding/base64"
+	"encoding/binary"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,61 +105,61 @@ func skipSpace(s string) string {
 	}
 }
 
-// Params turns bind arguments into the subscribe frame's parameters: each
-// encoded in PostgreSQL's text form by pgx's codec for its Go type (m), with
-// OID 0 so the engine infers the type from its use as PostgreSQL does.
-// []byte goes in the binary format (its bytes as they are). ok is false for
-// a value pgx cannot encode: the read then goes to PostgreSQL.
-func Params(m *pgtype.Map, args []any) (params []wire.Param, ok bool) {
-	if len(args) == 0 {
-		return nil, true
-	}
-	params = make([]wire.Param, len(args))
-	for i, a := range args {
-		p, ok := param(m, a)
-		if !ok {
-			return nil, false
-		}
-		params[i] = p
-	}
-	return params, true
+// The cache key of a read is built by appending, so that a hit allocates
+// nothing: AppendKey starts it with the SQL, AppendArg adds each bind.
+// Layout: the SQL's length (4 bytes, big endian) and the SQL, then per
+// bind a kind byte ('n' NULL, 't' text, 'b' binary as base64) and, unless
+// NULL, the value's length (4 bytes) and the value exactly as the subscribe
+// frame carries it. The key thus holds everything the subscribe needs
+// (paramsOf reads it back) and two reads share an entry exactly when
+// PostgreSQL would see the same statement.
+
+// AppendKey appends the start of sql's cache key to dst.
+func AppendKey(dst []byte, sql string) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(sql)))
+	return append(dst, sql...)
 }
 
-func param(m *pgtype.Map, a any) (wire.Param, bool) {
-	str := func(s string) wire.Param { return wire.Param{Value: &s} }
+// AppendArg appends one bind argument to a key started by AppendKey: its
+// PostgreSQL text form as pgx's codec for its Go type (m) writes it, sent
+// with OID 0 so the engine infers the type from its use as PostgreSQL
+// does; []byte goes in the binary format (its bytes as they are). ok is
+// false for a value pgx cannot encode, or whose text is not valid UTF-8:
+// the read then goes to PostgreSQL.
+func AppendArg(dst []byte, m *pgtype.Map, a any) (key []byte, ok bool) {
 	switch v := a.(type) {
 	case nil:
-		return wire.Param{}, true
+		return append(dst, 'n'), true
 	case string:
 		if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
-			return wire.Param{}, false
+			return dst, false
 		}
-		return str(v), true
+		return append(binary.BigEndian.AppendUint32(append(dst, 't'), uint32(len(v))), v...), true
 	case int:
-		return str(strconv.Itoa(v)), true
+		return endText(strconv.AppendInt(startText(dst), int64(v), 10), len(dst)), true
 	case int64:
-		return str(strconv.FormatInt(v, 10)), true
+		return endText(strconv.AppendInt(startText(dst), v, 10), len(dst)), true
 	case int32:
-		return str(strconv.FormatInt(int64(v), 10)), true
+		return endText(strconv.AppendInt(startText(dst), int64(v), 10), len(dst)), true
 	case int16:
-		return str(strconv.FormatInt(int64(v), 10)), true
+		return endText(strconv.AppendInt(startText(dst), int64(v), 10), len(dst)), true
 	case int8:
-		return str(strconv.FormatInt(int64(v), 10)), true
+		return endText(strconv.AppendInt(startText(dst), int64(v), 10), len(dst)), true
 	case uint32:
-		return str(strconv.FormatUint(uint64(v), 10)), true
+		return endText(strconv.AppendUint(startText(dst), uint64(v), 10), len(dst)), true
 	case uint16:
-		return str(strconv.FormatUint(uint64(v), 10)), true
+		return endText(strconv.AppendUint(startText(dst), uint64(v), 10), len(dst)), true
 	case bool:
-		return str(strconv.FormatBool(v)), true
+		return endText(strconv.AppendBool(startText(dst), v), len(dst)), true
 	case []byte:
 		if v == nil {
-			return wire.Param{}, true
+			return append(dst, 'n'), true
 		}
-		s := base64.StdEncoding.EncodeToString(v)
-		return wire.Param{Format: wire.FormatBinary, Value: &s}, true
+		dst = binary.BigEndian.AppendUint32(append(dst, 'b'), uint32(base64.StdEncoding.EncodedLen(len(v))))
+		return base64.StdEncoding.AppendEncode(dst, v), true
 	}
 	if m == nil {
-		return wire.Param{}, false
+		return dst, false
 	}
 	t, ok := m.TypeForValue(a)
 	if !ok {
@@ -166,58 +167,89 @@ func param(m *pgtype.Map, a any) (wire.Param, bool) {
 		if vr, isV := a.(driver.Valuer); isV {
 			v, err := vr.Value()
 			if err != nil {
-				return wire.Param{}, false
+				return dst, false
 			}
 			if _, again := v.(driver.Valuer); again {
-				return wire.Param{}, false
+				return dst, false
 			}
-			return param(m, v)
+			return AppendArg(dst, m, v)
 		}
-		return wire.Param{}, false
+		return dst, false
 	}
-	buf, err := m.Encode(t.OID, pgtype.TextFormatCode, a, nil)
-	if err != nil {
-		return wire.Param{}, false
+	head := len(dst)
+	out, err := m.Encode(t.OID, pgtype.TextFormatCode, a, startText(dst))
+	switch {
+	case err != nil:
+		return dst, false
+	case out == nil: // NULL
+		return append(dst, 'n'), true
+	case !utf8.Valid(out[head+5:]):
+		return dst, false
 	}
-	if buf == nil {
-		return wire.Param{}, true
-	}
-	if !utf8.Valid(buf) {
-		return wire.Param{}, false
-	}
-	s := string(buf)
-	return wire.Param{Value: &s}, true
+	return endText(out, head), true
 }
 
-// Key returns the cache key of sql with params: the SQL and the bytes of
-// every bind, so two reads share an entry exactly when PostgreSQL would see
-// the same statement.
+// startText starts a text bind whose value is appended next; endText
+// then writes its length (head is len(dst) before startText).
+func startText(dst []byte) []byte { return append(dst, 't', 0, 0, 0, 0) }
+
+func endText(dst []byte, head int) []byte {
+	binary.BigEndian.PutUint32(dst[head+1:], uint32(len(dst)-head-5))
+	return dst
+}
+
+// Key returns the cache key of sql with params, as AppendKey and AppendArg
+// build it from the bind arguments.
 func Key(sql string, params []wire.Param) string {
-	n := len(sql) + 1
+	b := AppendKey(nil, sql)
 	for _, p := range params {
-		n += 6
-		if p.Value != nil {
-			n += len(*p.Value)
-		}
-	}
-	var b strings.Builder
-	b.Grow(n)
-	b.WriteString(sql)
-	for _, p := range params {
-		b.WriteByte(0)
 		switch {
 		case p.Value == nil:
-			b.WriteByte('n')
+			b = append(b, 'n')
+			continue
 		case p.Format == wire.FormatBinary:
-			b.WriteByte('b')
+			b = append(b, 'b')
 		default:
-			b.WriteByte('t')
+			b = append(b, 't')
 		}
-		if p.Value != nil {
-			b.WriteString(strconv.Itoa(len(*p.Value)))
-			b.WriteByte(':')
-			b.WriteString(*p.Value)
-		}
+		b = binary.BigEndian.AppendUint32(b, uint32(len(*p.Value)))
+		b = append(b, *p.Value...)
 	}
-	return b.String()
+	return string(b)
+}
+
+// paramsOf reads a key back into the subscribe frame's SQL and
+// parameters; ok is false for a key AppendKey did not make.
+func paramsOf(key string) (sql string, params []wire.Param, ok bool) {
+	if len(key) < 4 {
+		return "", nil, false
+	}
+	n := int(binary.BigEndian.Uint32([]byte(key[:4])))
+	if len(key)-4 < n {
+		return "", nil, false
+	}
+	sql, rest := key[4:4+n], key[4+n:]
+	for len(rest) > 0 {
+		kind := rest[0]
+		rest = rest[1:]
+		if kind == 'n' {
+			params = append(params, wire.Param{})
+			continue
+		}
+		if (kind != 't' && kind != 'b') || len(rest) < 4 {
+			return "", nil, false
+		}
+		n := int(binary.BigEndian.Uint32([]byte(rest[:4])))
+		if len(rest)-4 < n {
+			return "", nil, false
+		}
+		v := rest[4 : 4+n]
+		p := wire.Param{Value: &v}
+		if kind == 'b' {
+			p.Format = wire.FormatBinary
+		}
+		params = append(params, p)
+		rest = rest[4+n:]
+	}
+	return sql, params, true
 }

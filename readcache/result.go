@@ -2,6 +2,7 @@ package readcache
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/freshetdb/freshet/wire"
 )
@@ -18,11 +19,43 @@ type Result struct {
 	LSN  string
 	keys []string
 	size int64
+	memo [memoN]atomic.Pointer[any]
 }
 
+// MemoSlot names the place in a Result where one adapter keeps what it
+// derives from the result (decoded values, column metadata), so that a
+// hit decodes nothing until a delta publishes the next Result.
+type MemoSlot int
+
+// The adapters' slots.
+const (
+	MemoDriver MemoSlot = iota // readcache/stdlib
+	MemoPgx                    // readcache/pgxcache
+	memoN
+)
+
+// Memo returns what build derived from r for slot, calling build the
+// first time (readers racing on a fresh Result may each build; one value
+// is kept and every later call returns it). build must not keep r's rows
+// in a form a reader could change.
+func (r *Result) Memo(slot MemoSlot, build func(*Result) any) any {
+	p := &r.memo[slot]
+	if v := p.Load(); v != nil {
+		return *v
+	}
+	v := build(r)
+	if p.CompareAndSwap(nil, &v) {
+		return v
+	}
+	return *p.Load()
+}
+
+// The size estimate of a row counts its text, the slice headers holding
+// it, and the decoded value an adapter keeps beside each text value (an
+// interface and its box).
 const (
 	rowOverhead   = 48
-	valueOverhead = 24
+	valueOverhead = 56
 )
 
 func rowValues(vs []*string) ([][]byte, int64) {

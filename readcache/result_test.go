@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/freshetdb/freshet/wire"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -182,7 +183,10 @@ func TestKey(t *testing.T) {
 	}
 }
 
-func TestParams(t *testing.T) {
+// TestAppendArg: each bind is keyed in the form the subscribe frame
+// sends, and the key reads back into the same SQL and parameters that Key
+// turns into the same key.
+func TestAppendArg(t *testing.T) {
 	tests := []struct {
 		arg  any
 		want string // format:value, or NULL
@@ -191,23 +195,33 @@ func TestParams(t *testing.T) {
 		{nil, "NULL", true},
 		{42, "text:42", true},
 		{int64(-7), "text:-7", true},
+		{int8(-8), "text:-8", true},
+		{uint32(9), "text:9", true},
 		{"héllo", "text:héllo", true},
+		{"", "text:", true},
 		{true, "text:true", true},
 		{[]byte{0, 255}, "binary:AP8=", true},
+		{[]byte(nil), "NULL", true},
 		{1.5, "text:1.5", true},
+		{time.Date(2024, 5, 1, 10, 0, 0, 123456000, time.UTC), "text:2024-05-01 10:00:00.123456Z", true},
+		{(*int)(nil), "NULL", true},
 		{"bad\xff", "", false},
+		{"nul\x00", "", false},
 		{struct{ X int }{1}, "", false},
 	}
+	const q = "SELECT $1"
 	for _, tt := range tests {
-		ps, ok := Params(pgtype.NewMap(), []any{tt.arg})
-		if tt.arg != nil && ok && ps[0].Value == nil {
-			t.Errorf("Params(%#v) lost its value", tt.arg)
-		}
+		key, ok := AppendArg(AppendKey(nil, q), pgtype.NewMap(), tt.arg)
 		if ok != tt.ok {
-			t.Errorf("Params(%#v) ok = %v, want %v", tt.arg, ok, tt.ok)
+			t.Errorf("AppendArg(%#v) ok = %v, want %v", tt.arg, ok, tt.ok)
 			continue
 		}
 		if !ok {
+			continue
+		}
+		sql, ps, ok := paramsOf(string(key))
+		if !ok || sql != q || len(ps) != 1 {
+			t.Errorf("paramsOf(key of %#v) = %q, %d params, %v; want %q, 1 param", tt.arg, sql, len(ps), ok, q)
 			continue
 		}
 		got := "NULL"
@@ -219,7 +233,32 @@ func TestParams(t *testing.T) {
 			got = fmt.Sprintf("%s:%s", f, *ps[0].Value)
 		}
 		if got != tt.want {
-			t.Errorf("Params(%#v) = %s, want %s", tt.arg, got, tt.want)
+			t.Errorf("AppendArg(%#v) = %s, want %s", tt.arg, got, tt.want)
 		}
+		if k := Key(sql, ps); k != string(key) {
+			t.Errorf("Key(paramsOf(key of %#v)) = %q, want %q", tt.arg, k, key)
+		}
+	}
+	for _, bad := range []string{"", "\x00\x00\x00\x09SELECT", "\x00\x00\x00\x01Sx", "\x00\x00\x00\x01St\x00\x00\x00\x09ab"} {
+		if _, _, ok := paramsOf(bad); ok {
+			t.Errorf("paramsOf(%q) ok, want a refusal", bad)
+		}
+	}
+}
+
+// TestKeyAllocs: building the key of a read and looking it up
+// allocates nothing.
+func TestKeyAllocs(t *testing.T) {
+	m := pgtype.NewMap()
+	buf := make([]byte, 0, 256)
+	args := []any{int64(42), "name", true, []byte("x")}
+	n := testing.AllocsPerRun(100, func() {
+		b := AppendKey(buf[:0], "SELECT * FROM t WHERE id = $1 AND name = $2 AND ok = $3 AND b = $4")
+		for _, a := range args {
+			b, _ = AppendArg(b, m, a)
+		}
+	})
+	if n != 0 {
+		t.Errorf("allocations per key = %v, want 0", n)
 	}
 }

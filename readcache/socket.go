@@ -50,19 +50,27 @@ func newSocket(c *Cache, i int) *socket {
 
 func (s *socket) usable() bool { return s.up.Load() }
 
-// fresh reports whether reads of this socket's keys may be served: it is
-// up and the engine's lag, plus the time since it last said so, is within
-// MaxLag.
-func (s *socket) fresh() bool {
+// fresh reports whether reads of this socket's keys may be served at now
+// (Cache.Now): it is up and the engine's lag, plus the time since it last
+// said so, is within MaxLag.
+func (s *socket) fresh(now int64) bool {
+	d, ok := s.staleness(now)
+	return ok && d <= s.c.cfg.MaxLag
+}
+
+// staleness bounds how old an answer of this socket is at now: the lag the
+// engine last reported plus the time since then. ok is false while the
+// socket is down or no lag is known. The lag is stored before the time it
+// arrived, so a reader between the two stores overestimates.
+func (s *socket) staleness(now int64) (time.Duration, bool) {
 	if !s.up.Load() {
-		return false
+		return 0, false
 	}
 	ms := s.lagMS.Load()
 	if ms < 0 {
-		return false
+		return 0, false
 	}
-	age := time.Duration(time.Now().UnixNano() - s.lagAt.Load())
-	return time.Duration(ms)*time.Millisecond+age <= s.c.cfg.MaxLag
+	return time.Duration(ms)*time.Millisecond + time.Duration(now-s.lagAt.Load()), true
 }
 
 func (s *socket) why() Reason {
@@ -327,7 +335,7 @@ func (s *socket) handle(f wire.Frame) {
 		} else {
 			s.lagMS.Store(max(*f.MS, 0))
 		}
-		s.lagAt.Store(time.Now().UnixNano())
+		s.lagAt.Store(s.c.Now())
 	case *wire.Accepted:
 		s.mu.Lock()
 		e := s.subs[f.ID]

@@ -158,6 +158,10 @@ func (e *encoder) accepted(id string, mode engine.Mode, o *engine.Output) []byte
 		b = wire.AppendString(b, c.Name)
 		b = append(b, `,"type_oid":`...)
 		b = wire.AppendInt(b, int64(c.TypeOID))
+		if c.TypeMod >= 0 {
+			b = append(b, `,"type_mod":`...)
+			b = wire.AppendInt(b, int64(c.TypeMod))
+		}
 		b = append(b, '}')
 	}
 	b = append(b, ']')

@@ -10,7 +10,7 @@ import (
 	"github.com/freshetdb/freshet/wire"
 )
 
-var testCols = []query.Output{{Name: "id", TypeOID: 23}, {Name: "price", TypeOID: 1700}, {Name: "note", TypeOID: 25}}
+var testCols = []query.Output{{Name: "id", TypeOID: 23, TypeMod: -1}, {Name: "price", TypeOID: 1700, TypeMod: 655366}, {Name: "note", TypeOID: 25, TypeMod: -1}}
 
 func numeric(t *testing.T, s string) change.Numeric {
 	n, err := change.ParseNumeric(s)
@@ -32,7 +32,7 @@ func TestEncodeFrames(t *testing.T) {
 		want string
 	}{
 		{"accepted rows", e.accepted("q1", engine.ModeRows, &engine.Output{Kind: engine.OutputAccepted, LSN: 0x16B3748, Columns: testCols, Rows: rows}),
-			`{"type":"accepted","id":"q1","mode":"rows","lsn":"0/16B3748","columns":[{"name":"id","type_oid":23},{"name":"price","type_oid":1700},{"name":"note","type_oid":25}],"rows":[{"key":"AAE","values":["1","1.50","a \"q\"\n"]},{"key":"AAI","values":["2",null,null]}]}`},
+			`{"type":"accepted","id":"q1","mode":"rows","lsn":"0/16B3748","columns":[{"name":"id","type_oid":23},{"name":"price","type_oid":1700,"type_mod":655366},{"name":"note","type_oid":25}],"rows":[{"key":"AAE","values":["1","1.50","a \"q\"\n"]},{"key":"AAI","values":["2",null,null]}]}`},
 		{"accepted touch", e.accepted("t", engine.ModeTouch, &engine.Output{Kind: engine.OutputAccepted, LSN: 0x10}),
 			`{"type":"accepted","id":"t","mode":"touch","lsn":"0/10","rows":null}`},
 		{"accepted empty", e.accepted("q", engine.ModeRows, &engine.Output{Kind: engine.OutputAccepted, LSN: 0x10, Columns: testCols[:1], Rows: []engine.ResultRow{}}),

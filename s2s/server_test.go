@@ -95,7 +95,7 @@ func TestSubscribeRows(t *testing.T) {
 		t.Errorf("accepted order = %s, limit = %v, offset = %v; want [map[column:0]] and no limit or offset", got, acc.m["limit"], acc.m["offset"])
 	}
 	cols := fmt.Sprint(acc.m["columns"])
-	if want := "[map[name:id type_oid:23] map[name:name type_oid:25] map[name:price type_oid:1700] map[name:tags type_oid:1009]]"; cols != want {
+	if want := "[map[name:id type_oid:23] map[name:name type_oid:25] map[name:price type_mod:655366 type_oid:1700] map[name:tags type_oid:1009]]"; cols != want {
 		t.Errorf("columns = %s, want %s", cols, want)
 	}
 	var got [][]string

@@ -112,6 +112,11 @@ type Subscribe struct {
 type Column struct {
 	Name    string `json:"name"`
 	TypeOID uint32 `json:"type_oid"`
+	// TypeMod is the column's type modifier (atttypmod: the n of
+	// varchar(n), the precision and scale of numeric(p,s)), as PostgreSQL's
+	// RowDescription reports it; nil when the column has none (-1) or the
+	// server does not send it.
+	TypeMod *int32 `json:"type_mod,omitempty"`
 }
 
 // OrderKey is one ORDER BY key of a result: the output column it sorts

@@ -99,15 +99,27 @@ FROM generate_series(1, 200) i;
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func TestSqlcPgx(t *testing.T) {
+// env is a real database with schema, a real freshet serve following it,
+// a plain pgx connection for writes, the pgx pool (its statements to
+// PostgreSQL counted) and the wrapper over it.
+type env struct {
+	admin *pgx.Conn
+	pp    *pgxpool.Pool
+	pool  *pgxcache.Pool
+	cfg   readcache.Config
+	stmts *counter
+}
+
+func newEnv(t testing.TB, schema string, tweak func(*pgxpool.Config)) *env {
+	t.Helper()
 	ctx := rctest.Ctx(t)
 	db := pgtest.NewDB(t)
 	admin, err := pgx.Connect(ctx, db.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, itemsSchema); err != nil {
+	t.Cleanup(func() { admin.Close(context.Background()) })
+	if _, err := admin.Exec(ctx, schema); err != nil {
 		t.Fatal(err)
 	}
 	srv := rctest.Start(t, db.DSN, db.Name)
@@ -115,36 +127,31 @@ func TestSqlcPgx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stmts := &counter{}
-	pcfg.ConnConfig.Tracer = stmts
-	pp, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
+	e := &env{admin: admin, stmts: &counter{}, cfg: readcache.DefaultConfig()}
+	pcfg.ConnConfig.Tracer = e.stmts
+	if tweak != nil {
+		tweak(pcfg)
+	}
+	if e.pp, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		t.Fatal(err)
 	}
-	cfg := readcache.DefaultConfig()
-	cfg.URL, cfg.Logger = srv.URL, quiet()
-	pool, err := pgxcache.New(pp, cfg)
-	if err != nil {
+	e.cfg.URL, e.cfg.Logger = srv.URL, quiet()
+	if e.pool, err = pgxcache.New(e.pp, e.cfg); err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(e.pool.Close)
+	return e
+}
+
+func TestSqlcPgx(t *testing.T) {
+	ctx := rctest.Ctx(t)
+	e := newEnv(t, itemsSchema, nil)
+	admin, pp, pool, stmts, cfg := e.admin, e.pp, e.pool, e.stmts, e.cfg
 	q := &Queries{db: pool}
 	qPG := &Queries{db: pp}
 	cache := pool.Cache()
 
-	warm := func(read func() error) {
-		t.Helper()
-		rctest.Eventually(t, 30*time.Second, func() string {
-			h := cache.Stats().Hits
-			if err := read(); err != nil {
-				return err.Error()
-			}
-			if cache.Stats().Hits == h {
-				return fmt.Sprintf("not a hit: %+v %v", cache.Stats(), cache.Err())
-			}
-			return ""
-		})
-	}
+	warm := func(read func() error) { t.Helper(); rctest.WarmHit(t, cache, read) }
 	get := func() error { _, err := q.GetItem(ctx, 5); return err }
 	warm(get)
 	n0 := stmts.n.Load()

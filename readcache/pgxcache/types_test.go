@@ -4,14 +4,15 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/freshetdb/freshet/internal/pgtest"
 	"github.com/freshetdb/freshet/readcache"
 	"github.com/freshetdb/freshet/readcache/internal/rctest"
 	"github.com/freshetdb/freshet/readcache/pgxcache"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -34,57 +35,153 @@ INSERT INTO types VALUES
 // read from the cache equal a live pgx read's.
 func TestScanTypesPgx(t *testing.T) {
 	ctx := rctest.Ctx(t)
-	db := pgtest.NewDB(t)
-	admin, err := pgx.Connect(ctx, db.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, typesSchema); err != nil {
-		t.Fatal(err)
-	}
-	srv := rctest.Start(t, db.DSN, db.Name)
-	pp, err := pgxpool.New(ctx, db.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := readcache.DefaultConfig()
-	cfg.URL, cfg.Logger = srv.URL, quiet()
-	pool, err := pgxcache.New(pp, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := newEnv(t, typesSchema, nil).pool
 	cols := []string{"i2", "i4", "i8", "num", "f4", "f8", "b", "t", "vc", "d", "ts", "tstz", "iv", "j", "jb", "by", "u", "ta", "ia"}
 	for _, col := range cols {
 		t.Run(col, func(t *testing.T) {
 			q := fmt.Sprintf("SELECT %s FROM types ORDER BY id", col)
-			read := func(ctx context.Context) ([]map[string]any, error) {
-				rows, err := pool.Query(ctx, q)
-				if err != nil {
-					return nil, err
-				}
-				return pgx.CollectRows(rows, pgx.RowToMap)
-			}
-			var got []map[string]any
-			rctest.Eventually(t, 30*time.Second, func() string {
-				h := pool.Cache().Stats().Hits
-				var err error
-				if got, err = read(ctx); err != nil {
-					return err.Error()
-				}
-				if pool.Cache().Stats().Hits == h {
-					return "not a hit"
-				}
-				return ""
-			})
-			want, err := read(readcache.ViaPostgres(ctx))
-			if err != nil {
-				t.Fatal(err)
-			}
+			got, want := rowMaps(t, pool, q)
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("cached %#v\nlive   %#v", got, want)
 			}
+			// Typed targets: the kept value where the target has its
+			// type, pgx's decoding otherwise; NULLs and errors alike.
+			for _, mk := range scanTargets[col] {
+				scan := func(ctx context.Context) (string, string) {
+					rows, err := pool.Query(ctx, q)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer rows.Close()
+					fd := rows.FieldDescriptions()[0]
+					meta := fmt.Sprint(fd.Name, " ", fd.DataTypeOID, " ", fd.TypeModifier)
+					var out []string
+					for rows.Next() {
+						d := mk()
+						if err := rows.Scan(d); err != nil {
+							out = append(out, "error: "+err.Error())
+							continue
+						}
+						out = append(out, deref(d))
+					}
+					return fmt.Sprint(out, rows.Err()), meta
+				}
+				h := pool.Cache().Stats().Hits
+				got, gotMeta := scan(ctx)
+				if pool.Cache().Stats().Hits != h+1 {
+					t.Fatalf("%T: not read from the cache", mk())
+				}
+				want, wantMeta := scan(readcache.ViaPostgres(ctx))
+				if got != want || gotMeta != wantMeta {
+					t.Errorf("%T: cached %s (%s)\nlive   %s (%s)", mk(), got, gotMeta, want, wantMeta)
+				}
+			}
 		})
 	}
+}
+
+var scanTargets = map[string][]func() any{
+	"i2":   {func() any { return new(int16) }, func() any { return new(*int16) }, func() any { return new(int64) }},
+	"i4":   {func() any { return new(int32) }, func() any { return new(int64) }, func() any { return new(string) }},
+	"i8":   {func() any { return new(int64) }, func() any { return new(pgtype.Int8) }},
+	"num":  {func() any { return new(string) }, func() any { return new(float64) }, func() any { return new(pgtype.Numeric) }},
+	"f4":   {func() any { return new(float32) }, func() any { return new(float64) }},
+	"f8":   {func() any { return new(float64) }, func() any { return new(*float64) }},
+	"b":    {func() any { return new(bool) }, func() any { return new(pgtype.Bool) }},
+	"t":    {func() any { return new(string) }, func() any { return new(*string) }, func() any { return new([]byte) }},
+	"vc":   {func() any { return new(string) }, func() any { return new(pgtype.Text) }},
+	"d":    {func() any { return new(time.Time) }, func() any { return new(pgtype.Date) }},
+	"ts":   {func() any { return new(time.Time) }, func() any { return new(pgtype.Timestamp) }},
+	"tstz": {func() any { return new(time.Time) }, func() any { return new(*time.Time) }, func() any { return new(pgtype.Timestamptz) }},
+	"u":    {func() any { return new(string) }, func() any { return new(pgtype.UUID) }},
+}
+
+// deref prints what v points at, through every pointer.
+func deref(v any) string {
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return "nil"
+		}
+		rv = rv.Elem()
+	}
+	return fmt.Sprintf("%#v", rv.Interface())
+}
+
+// TestRegisteredTypesPgx: types a pool registers on its connections
+// (AfterConnect: an enum, an array of it, a composite) decode from the
+// cache as a live read decodes them, also from concurrent readers (whose
+// type maps must not share the enum codec's member cache).
+func TestRegisteredTypesPgx(t *testing.T) {
+	ctx := rctest.Ctx(t)
+	pool := newEnv(t, `CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
+		CREATE TYPE pair AS (a int, b text);
+		CREATE TABLE custom (id int PRIMARY KEY, m mood, ms mood[], p pair);
+		INSERT INTO custom VALUES (1, 'happy', '{sad,ok}', ROW(7, 'seven')), (2, NULL, NULL, NULL), (3, 'sad', '{}', ROW(NULL, 'x'));`,
+		func(pcfg *pgxpool.Config) {
+			pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+				for _, name := range []string{"mood", "_mood", "pair"} {
+					typ, err := c.LoadType(ctx, name)
+					if err != nil {
+						return err
+					}
+					c.TypeMap().RegisterType(typ)
+				}
+				return nil
+			}
+		}).pool
+	const q = "SELECT id, m, ms, p FROM custom ORDER BY id"
+	got, want := rowMaps(t, pool, q)
+	if _, isMap := want[0]["p"].(map[string]any); !isMap {
+		t.Fatalf("live read of the composite = %#v, want a map (the registered codec)", want[0]["p"])
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("cached %#v\nlive   %#v", got, want)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				rows, err := pool.Query(ctx, "SELECT m, ms FROM custom ORDER BY id")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for rows.Next() {
+					var m *string
+					var ms []string
+					if err := rows.Scan(&m, &ms); err != nil {
+						t.Error(err)
+					}
+				}
+				rows.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	if h := pool.Cache().Stats().Hits; h < 100 {
+		t.Errorf("hits = %d, want the concurrent reads served from the cache", h)
+	}
+}
+
+// rowMaps reads q as maps (pgx.RowToMap) from the cache, once it serves
+// it, and from PostgreSQL.
+func rowMaps(t *testing.T, pool *pgxcache.Pool, q string) (cached, live []map[string]any) {
+	t.Helper()
+	read := func(ctx context.Context) ([]map[string]any, error) {
+		rows, err := pool.Query(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, pgx.RowToMap)
+	}
+	ctx := context.Background()
+	rctest.WarmHit(t, pool.Cache(), func() error { var err error; cached, err = read(ctx); return err })
+	live, err := read(readcache.ViaPostgres(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cached, live
 }

@@ -17,9 +17,14 @@ type Conn struct {
 	inner *pgxstdlib.Conn
 	c     *Connector
 	route atomic.Int32
-	// funcs are the column decoders of results recently read on this
-	// connection (database/sql serializes a connection's use).
-	funcs map[*readcache.Result][]func([]byte) (driver.Value, error)
+	// database/sql serializes a connection's use, so a read may use these
+	// without a lock: the key under construction, the rows a hit returns
+	// (reused once the previous ones are closed), and whether pgx's
+	// ResetSession is owed before the next statement sent to PostgreSQL.
+	key       []byte
+	spare     rows
+	spareBusy bool
+	owesReset bool
 }
 
 var (
@@ -44,6 +49,9 @@ func (c *Conn) Prepare(query string) (driver.Stmt, error) {
 // PrepareContext prepares query on PostgreSQL; the statement's reads still
 // go through the cache.
 func (c *Conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	if err := c.ready(ctx); err != nil {
+		return nil, err
+	}
 	st, err := c.inner.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
@@ -60,6 +68,9 @@ func (c *Conn) Begin() (driver.Tx, error) { return c.BeginTx(context.Background(
 // BeginTx starts a transaction; its reads go to PostgreSQL, and its commit
 // starts the read-your-writes window.
 func (c *Conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if err := c.ready(ctx); err != nil {
+		return nil, err
+	}
 	tx, err := c.inner.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -83,6 +94,9 @@ func (t *txn) Rollback() error { return t.inner.Rollback() }
 // ExecContext runs a statement on PostgreSQL and starts the read-your-writes
 // window.
 func (c *Conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if err := c.ready(ctx); err != nil {
+		return nil, err
+	}
 	r, err := c.inner.ExecContext(ctx, query, args)
 	c.c.wrote()
 	return r, err
@@ -106,12 +120,12 @@ func (c *Conn) query(ctx context.Context, query string, args []driver.NamedValue
 		reason = readcache.ReasonRoute
 	case c.inner.Conn().PgConn().TxStatus() != 'I':
 		reason = readcache.ReasonTransaction
-	case c.c.ryw > 0 && time.Duration(time.Now().UnixNano()-c.c.lastWrite.Load()) < c.c.ryw:
+	case c.c.ryw > 0 && time.Duration(cache.Now()-c.c.lastWrite.Load()) < c.c.ryw:
 		reason = readcache.ReasonAfterWrite
 	}
 	if reason != readcache.ReasonNone {
 		cache.Bypass(reason)
-		rows, err := live()
+		rows, err := c.live(ctx, live)
 		if reason == readcache.ReasonNotSelect {
 			c.c.wrote() // INSERT ... RETURNING and the like
 		}
@@ -120,39 +134,78 @@ func (c *Conn) query(ctx context.Context, query string, args []driver.NamedValue
 	pc := c.inner.Conn()
 	if cache.NeedsIdentity() {
 		var id readcache.Identity
-		err := pc.QueryRow(ctx, readcache.IdentityQuery).Scan(&id.SystemIdentifier, &id.Database)
+		err := c.ready(ctx)
+		if err == nil {
+			err = pc.QueryRow(ctx, readcache.IdentityQuery).Scan(&id.SystemIdentifier, &id.Database)
+		}
 		cache.Verify(id, err)
 	}
-	vals := make([]any, len(args))
-	for i, a := range args {
-		vals[i] = a.Value
+	m := pc.TypeMap()
+	key := readcache.AppendKey(c.key[:0], query)
+	ok := true
+	for _, a := range args {
+		if key, ok = readcache.AppendArg(key, m, a.Value); !ok {
+			break
+		}
 	}
-	params, ok := readcache.Params(pc.TypeMap(), vals)
+	c.key = key
 	if !ok {
 		cache.Bypass(readcache.ReasonUnsupported)
-		return live()
+		return c.live(ctx, live)
 	}
-	res, reason := cache.Read(ctx, query, params)
+	res, reason := cache.ReadKey(ctx, key)
 	if reason != readcache.ReasonNone {
-		return live()
+		return c.live(ctx, live)
 	}
-	r := newRows(res, pc.TypeMap())
-	r.funcs = c.funcs[res]
-	if r.funcs == nil {
-		r.makeFuncs()
-		if len(c.funcs) >= 32 { // each pins an old Result: keep few
-			clear(c.funcs)
-		}
-		c.funcs[res] = r.funcs
+	r := &c.spare
+	if c.spareBusy {
+		r = new(rows)
+	} else {
+		c.spareBusy = true
 	}
+	r.reset(c, res, m)
 	return r, nil
 }
 
-// Ping checks the PostgreSQL connection.
-func (c *Conn) Ping(ctx context.Context) error { return c.inner.Ping(ctx) }
+// live runs a read on PostgreSQL, after the session reset it owes.
+func (c *Conn) live(ctx context.Context, run func() (driver.Rows, error)) (driver.Rows, error) {
+	if err := c.ready(ctx); err != nil {
+		return nil, err
+	}
+	return run()
+}
 
-// ResetSession is called before the connection is reused.
-func (c *Conn) ResetSession(ctx context.Context) error { return c.inner.ResetSession(ctx) }
+// ready runs pgx's ResetSession if database/sql asked for one since the
+// connection last sent a statement: a cache hit sends none, so the reset
+// (a clock read, and a ping after a second idle) waits until one is sent.
+// Its driver.ErrBadConn then makes database/sql retry on another
+// connection, as it would have at reset time.
+func (c *Conn) ready(ctx context.Context) error {
+	if !c.owesReset {
+		return nil
+	}
+	c.owesReset = false
+	return c.inner.ResetSession(ctx)
+}
+
+// Ping checks the PostgreSQL connection.
+func (c *Conn) Ping(ctx context.Context) error {
+	if err := c.ready(ctx); err != nil {
+		return err
+	}
+	return c.inner.Ping(ctx)
+}
+
+// ResetSession is called before the connection is reused. pgx's reset is
+// owed until the connection next sends a statement (see ready); a
+// connection with a transaction left open is discarded at once.
+func (c *Conn) ResetSession(ctx context.Context) error {
+	if c.inner.Conn().IsClosed() || c.inner.Conn().PgConn().TxStatus() != 'I' {
+		return driver.ErrBadConn
+	}
+	c.owesReset = true
+	return nil
+}
 
 // CheckNamedValue accepts every value, as pgx's driver does.
 func (c *Conn) CheckNamedValue(nv *driver.NamedValue) error { return c.inner.CheckNamedValue(nv) }
@@ -171,6 +224,9 @@ var (
 func (s *stmt) Close() error  { return s.inner.Close() }
 func (s *stmt) NumInput() int { return s.inner.NumInput() }
 func (s *stmt) Exec(args []driver.Value) (driver.Result, error) {
+	if err := s.conn.ready(context.Background()); err != nil {
+		return nil, err
+	}
 	r, err := s.inner.Exec(args)
 	s.conn.c.wrote()
 	return r, err
@@ -183,6 +239,9 @@ func (s *stmt) Query(args []driver.Value) (driver.Rows, error) {
 	return s.QueryContext(context.Background(), nv)
 }
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	if err := s.conn.ready(ctx); err != nil {
+		return nil, err
+	}
 	r, err := s.inner.ExecContext(ctx, args)
 	s.conn.c.wrote()
 	return r, err

@@ -126,7 +126,7 @@ func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
 		dc.Close()
 		return nil, errors.New("freshet driver: pgx's connector returned an unexpected connection type")
 	}
-	return &Conn{inner: pc, c: c, funcs: map[*readcache.Result][]func([]byte) (driver.Value, error){}}, nil
+	return &Conn{inner: pc, c: c}, nil
 }
 
 // Driver returns the driver; CacheOf uses it to find the cache.
@@ -139,7 +139,7 @@ type connDriver struct{ c *Connector }
 
 func (d *connDriver) Open(string) (driver.Conn, error) { return d.c.Connect(context.Background()) }
 
-func (c *Connector) wrote() { c.lastWrite.Store(time.Now().UnixNano()) }
+func (c *Connector) wrote() { c.lastWrite.Store(c.cache.Now()) }
 
 // SetConnRoute sets the route of one connection taken from the pool
 // (db.Conn), overriding the pool's and the process default.

@@ -95,21 +95,10 @@ func (e *env) exec(sql string, args ...any) {
 	}
 }
 
-// warm reads until read is served from the cache (the first reads check
-// the database's identity and wait for the sockets).
+// warm reads until read is served from the cache.
 func (e *env) warm(read func() error) {
 	e.t.Helper()
-	cache := e.conn.Cache()
-	rctest.Eventually(e.t, 30*time.Second, func() string {
-		before := cache.Stats().Hits
-		if err := read(); err != nil {
-			return err.Error()
-		}
-		if cache.Stats().Hits == before {
-			return fmt.Sprintf("read not served from the cache: stats %+v, err %v", cache.Stats(), cache.Err())
-		}
-		return ""
-	})
+	rctest.WarmHit(e.t, e.conn.Cache(), read)
 }
 
 // hit runs read and fails unless it was a cache hit with no statement

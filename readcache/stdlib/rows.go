@@ -1,6 +1,7 @@
 package stdlib
 
 import (
+	"bytes"
 	"database/sql/driver"
 	"fmt"
 	"io"
@@ -14,14 +15,18 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// rows are a cached result read through database/sql: each value is
+// rows are a cached result read through database/sql. Each value is
 // decoded from PostgreSQL's text form by pgx's codec for its column type,
-// into the same Go value pgx's own driver gives for a live read.
+// into the same Go value pgx's own driver gives for a live read; that is
+// done once per published Result (see decoded), so a hit copies values.
 type rows struct {
-	res   *readcache.Result
-	m     *pgtype.Map
-	next  int
-	cols  []string
+	conn *Conn // whose spare these are, or nil
+	res  *readcache.Result
+	dec  *decoded
+	m    *pgtype.Map
+	next int
+	// funcs decode per read the columns of types the database defines
+	// (dec.live), with the reading connection's type map.
 	funcs []func([]byte) (driver.Value, error)
 }
 
@@ -32,49 +37,105 @@ var (
 	_ driver.RowsColumnTypeScanType         = (*rows)(nil)
 )
 
-func newRows(res *readcache.Result, m *pgtype.Map) *rows {
-	return &rows{res: res, m: m}
+// firstNormalOID is PostgreSQL's FirstNormalObjectId: types with a lower
+// OID are built in, and pgx's default codecs decode them the same on every
+// connection. Types above it (enums, domains, extensions) may be
+// registered differently per connection, so they are decoded per read.
+const firstNormalOID = 16384
+
+// decoded is what the driver derives once from a Result: column names,
+// and every value of built-in types as the driver.Value a live read gives.
+type decoded struct {
+	cols  []string
+	vals  [][]driver.Value
+	clone []int // []byte columns: each read gets its own copy
+	live  []int // columns decoded per read (types the database defines, or a value that failed to decode)
 }
 
-func (r *rows) Columns() []string {
-	if r.cols == nil {
-		r.cols = make([]string, len(r.res.Columns))
-		for i, c := range r.res.Columns {
-			r.cols[i] = c.Name
+func decode(res *readcache.Result, m *pgtype.Map) *decoded {
+	d := &decoded{cols: make([]string, len(res.Columns)), vals: make([][]driver.Value, len(res.Rows))}
+	funcs := make([]func([]byte) (driver.Value, error), len(res.Columns))
+	for i, c := range res.Columns {
+		d.cols[i] = c.Name
+		if c.TypeOID < firstNormalOID {
+			funcs[i] = valueFunc(m, c.TypeOID)
 		}
 	}
-	return r.cols
+	flat := make([]driver.Value, len(res.Rows)*len(res.Columns))
+	for j, row := range res.Rows {
+		d.vals[j] = flat[j*len(res.Columns) : (j+1)*len(res.Columns) : (j+1)*len(res.Columns)]
+		for i, v := range row {
+			if v == nil || funcs[i] == nil {
+				continue
+			}
+			x, err := funcs[i](v)
+			if err != nil {
+				funcs[i] = nil // the read reports it
+				continue
+			}
+			d.vals[j][i] = x
+		}
+	}
+	for i, c := range res.Columns {
+		switch {
+		case funcs[i] == nil:
+			d.live = append(d.live, i)
+		case c.TypeOID == pgtype.ByteaOID || c.TypeOID == pgtype.JSONOID || c.TypeOID == pgtype.JSONBOID || c.TypeOID == pgtype.XMLOID:
+			d.clone = append(d.clone, i)
+		}
+	}
+	return d
 }
 
-func (r *rows) Close() error { return nil }
+func (r *rows) reset(c *Conn, res *readcache.Result, m *pgtype.Map) {
+	*r = rows{conn: c, res: res, m: m}
+	r.dec = res.Memo(readcache.MemoDriver, func(res *readcache.Result) any { return decode(res, m) }).(*decoded)
+}
+
+// Columns returns the result's column names (shared by every read of the
+// result: database/sql does not change them).
+func (r *rows) Columns() []string { return r.dec.cols }
+
+func (r *rows) Close() error {
+	if r.conn != nil && r == &r.conn.spare {
+		r.conn.spareBusy = false
+	}
+	return nil
+}
 
 func (r *rows) Next(dest []driver.Value) error {
 	if r.next >= len(r.res.Rows) {
 		return io.EOF
 	}
-	if r.funcs == nil {
-		r.makeFuncs()
-	}
-	row := r.res.Rows[r.next]
+	j := r.next
 	r.next++
-	for i, v := range row {
-		if v == nil {
+	copy(dest, r.dec.vals[j])
+	for _, i := range r.dec.clone {
+		if b, ok := dest[i].([]byte); ok {
+			dest[i] = bytes.Clone(b)
+		}
+	}
+	if len(r.dec.live) == 0 {
+		return nil
+	}
+	if r.funcs == nil {
+		r.funcs = make([]func([]byte) (driver.Value, error), len(r.res.Columns))
+		for _, i := range r.dec.live {
+			r.funcs[i] = valueFunc(r.m, r.res.Columns[i].TypeOID)
+		}
+	}
+	row := r.res.Rows[j]
+	for _, i := range r.dec.live {
+		if row[i] == nil {
 			dest[i] = nil
 			continue
 		}
 		var err error
-		if dest[i], err = r.funcs[i](v); err != nil {
+		if dest[i], err = r.funcs[i](row[i]); err != nil {
 			return fmt.Errorf("convert field %d failed: %w", i, err)
 		}
 	}
 	return nil
-}
-
-func (r *rows) makeFuncs() {
-	r.funcs = make([]func([]byte) (driver.Value, error), len(r.res.Columns))
-	for i, c := range r.res.Columns {
-		r.funcs[i] = valueFunc(r.m, c.TypeOID)
-	}
 }
 
 // valueFunc returns the decoder of one column: the driver.Value kinds pgx's
@@ -178,19 +239,43 @@ func (r *rows) ColumnTypeDatabaseTypeName(i int) string {
 	return strconv.FormatUint(uint64(oid), 10)
 }
 
-// ColumnTypeLength: the s2s protocol carries no type modifiers, so
-// varchar(n) and bpchar(n) lengths are unknown here.
+// varHeaderSize is the 4 bytes a varlena type's modifier counts.
+const varHeaderSize = 4
+
+// ColumnTypeLength reports what pgx's driver reports for a live read: the
+// n of varchar(n) and char(n) from the column's type modifier (which the
+// server sends in accepted frames), unbounded for text and bytea.
 func (r *rows) ColumnTypeLength(i int) (int64, bool) {
-	switch r.res.Columns[i].TypeOID {
+	c := r.res.Columns[i]
+	switch c.TypeOID {
 	case pgtype.TextOID, pgtype.ByteaOID:
 		return math.MaxInt64, true
+	case pgtype.VarcharOID, pgtype.BPCharOID:
+		return int64(typeMod(c.TypeMod) - varHeaderSize), true
+	case pgtype.VarbitOID:
+		return int64(typeMod(c.TypeMod)), true
 	}
 	return 0, false
 }
 
-// ColumnTypePrecisionScale: numeric's precision and scale are type
-// modifiers, which the s2s protocol does not carry.
-func (r *rows) ColumnTypePrecisionScale(int) (int64, int64, bool) { return 0, 0, false }
+// ColumnTypePrecisionScale reports numeric(p,s)'s precision and scale
+// from the column's type modifier, as pgx's driver does for a live read.
+func (r *rows) ColumnTypePrecisionScale(i int) (precision, scale int64, ok bool) {
+	c := r.res.Columns[i]
+	if c.TypeOID != pgtype.NumericOID {
+		return 0, 0, false
+	}
+	mod := typeMod(c.TypeMod) - varHeaderSize
+	return int64((mod >> 16) & 0xffff), int64(mod & 0xffff), true
+}
+
+// typeMod is a column's type modifier, -1 when it has none.
+func typeMod(p *int32) int32 {
+	if p == nil {
+		return -1
+	}
+	return *p
+}
 
 func (r *rows) ColumnTypeScanType(i int) reflect.Type {
 	switch r.res.Columns[i].TypeOID {

@@ -91,7 +91,10 @@ func TestScanTypes(t *testing.T) {
 					}
 					defer rows.Close()
 					cts, _ := rows.ColumnTypes()
-					meta := []string{cts[0].Name(), cts[0].DatabaseTypeName(), fmt.Sprint(cts[0].ScanType())}
+					n, nOK := cts[0].Length()
+					p, sc, psOK := cts[0].DecimalSize()
+					meta := []string{cts[0].Name(), cts[0].DatabaseTypeName(), fmt.Sprint(cts[0].ScanType()),
+						fmt.Sprint("length ", n, nOK), fmt.Sprint("decimal ", p, sc, psOK)}
 					var out []any
 					for rows.Next() {
 						d := mk()
