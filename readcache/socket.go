@@ -30,6 +30,9 @@ type socket struct {
 	up    atomic.Bool  // connected, hello checked
 	lagMS atomic.Int64 // last reported lag; -1 unknown
 	lagAt atomic.Int64 // unix nanos of the last lag frame
+	// beatAt is when the heartbeat the last lag frame names was written
+	// (unix nanos, the server's clock; 0 when not sent).
+	beatAt atomic.Int64
 
 	mu        sync.Mutex
 	ws        *websocket.Conn
@@ -61,7 +64,10 @@ func (s *socket) fresh(now int64) bool {
 // staleness bounds how old an answer of this socket is at now: the lag the
 // engine last reported plus the time since then. ok is false while the
 // socket is down or no lag is known. The lag is stored before the time it
-// arrived, so a reader between the two stores overestimates.
+// arrived, so a reader between the two stores overestimates. The lag was
+// measured when the frame was queued: with the heartbeat's write time
+// known, the time since then is taken when larger, so the time the frame
+// spent queued and in flight counts too (on clocks kept in step).
 func (s *socket) staleness(now int64) (time.Duration, bool) {
 	if !s.up.Load() {
 		return 0, false
@@ -70,7 +76,11 @@ func (s *socket) staleness(now int64) (time.Duration, bool) {
 	if ms < 0 {
 		return 0, false
 	}
-	return time.Duration(ms)*time.Millisecond + time.Duration(now-s.lagAt.Load()), true
+	d := time.Duration(ms)*time.Millisecond + time.Duration(now-s.lagAt.Load())
+	if at := s.beatAt.Load(); at > 0 {
+		d = max(d, time.Duration(now-at))
+	}
+	return d, true
 }
 
 func (s *socket) why() Reason {
@@ -236,6 +246,7 @@ func (s *socket) down() {
 	defer s.mu.Unlock()
 	s.up.Store(false)
 	s.lagMS.Store(-1)
+	s.beatAt.Store(0)
 	s.ws, s.hello, s.out = nil, nil, nil
 	clear(s.subs)
 	for e := range s.held {
@@ -334,6 +345,9 @@ func (s *socket) handle(f wire.Frame) {
 			s.lagMS.Store(-1)
 		} else {
 			s.lagMS.Store(max(*f.MS, 0))
+		}
+		if f.WrittenUS != nil {
+			s.beatAt.Store(*f.WrittenUS * 1000)
 		}
 		s.lagAt.Store(s.c.Now())
 	case *wire.Accepted:

@@ -302,7 +302,9 @@ func (s *Server) lagFrame(now time.Time) []byte {
 	b = wire.AppendInt(b, ms)
 	b = append(b, `,"lsn":"`...)
 	b = append(b, hb.LSN.String()...)
-	return append(b, `"}`...)
+	b = append(b, `","written_us":`...)
+	b = wire.AppendInt(b, hb.Written.UnixMicro())
+	return append(b, '}')
 }
 
 // lagLoop queues a lag frame on every connection each LagInterval: one

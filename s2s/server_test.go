@@ -76,6 +76,12 @@ func TestHelloAndLag(t *testing.T) {
 		}
 		if ms, ok := f.m["ms"].(float64); ok && ms >= 0 && f.str("lsn") != "" {
 			numbered++
+			// written_us is when the heartbeat was written: ms before the
+			// frame was made, give or take the rounding.
+			us, _ := f.m["written_us"].(float64)
+			if age := time.Since(time.UnixMicro(int64(us))); age < time.Duration(ms)*time.Millisecond || age > time.Minute {
+				t.Fatalf("lag frame %s: written_us is %s ago, want at least ms ago", f.raw, age)
+			}
 		}
 	}
 	if numbered < 3 {

@@ -84,6 +84,12 @@ type Lag struct {
 	MS *int64 `json:"ms"`
 	// LSN is the position of that heartbeat ("" until the first).
 	LSN string `json:"lsn,omitempty"`
+	// WrittenUS is when that heartbeat was written (Unix microseconds,
+	// the server's clock); nil until the first. MS was measured when the
+	// frame was queued, so a client on a synchronized clock bounds an
+	// answer's age by now minus WrittenUS, which also counts the time the
+	// frame spent queued and in flight.
+	WrittenUS *int64 `json:"written_us,omitempty"`
 }
 
 // Param is one bind parameter of a Subscribe.
