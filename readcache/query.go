@@ -218,6 +218,20 @@ func Key(sql string, params []wire.Param) string {
 	return string(b)
 }
 
+// Params turns bind arguments into the subscribe frame's parameters, as
+// AppendArg keys them (for Cache.Read); ok is false when one cannot be
+// keyed.
+func Params(m *pgtype.Map, args []any) (params []wire.Param, ok bool) {
+	b := AppendKey(nil, "")
+	for _, a := range args {
+		if b, ok = AppendArg(b, m, a); !ok {
+			return nil, false
+		}
+	}
+	_, params, ok = paramsOf(string(b))
+	return params, ok
+}
+
 // paramsOf reads a key back into the subscribe frame's SQL and
 // parameters; ok is false for a key AppendKey did not make.
 func paramsOf(key string) (sql string, params []wire.Param, ok bool) {

@@ -238,6 +238,9 @@ func TestAppendArg(t *testing.T) {
 		if k := Key(sql, ps); k != string(key) {
 			t.Errorf("Key(paramsOf(key of %#v)) = %q, want %q", tt.arg, k, key)
 		}
+		if pp, ok := Params(pgtype.NewMap(), []any{tt.arg}); !ok || Key(q, pp) != string(key) {
+			t.Errorf("Params(%#v) = %v, %v; want the parameters AppendArg keys", tt.arg, pp, ok)
+		}
 	}
 	for _, bad := range []string{"", "\x00\x00\x00\x09SELECT", "\x00\x00\x00\x01Sx", "\x00\x00\x00\x01St\x00\x00\x00\x09ab"} {
 		if _, _, ok := paramsOf(bad); ok {
