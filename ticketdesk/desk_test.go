@@ -195,6 +195,7 @@ func TestQuietDesk(t *testing.T) {
 		{"Lookups", testLookups}, // first: it counts reads on a desk nobody wrote to
 		{"Handler", testHandler},
 		{"VerifyFindsMismatch", testVerifyFindsMismatch},
+		{"VerifyFindsMisroute", testVerifyFindsMisroute},
 	} {
 		if !t.Run(tc.name, func(t *testing.T) { tc.run(t, d) }) {
 			return

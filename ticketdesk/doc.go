@@ -53,7 +53,9 @@
 // was routed. The read cache exposes counters, not a per-read route, so
 // Verify takes the difference of the pool's readcache.Stats around each
 // read: exact when the verifier has the pool to itself, "unobserved" when
-// other reads moved the counters too.
+// other reads moved the counters too. A RefusalLog installed as the pool's
+// logger records the engine's refusal code per query; given as
+// VerifyConfig.RefusalCode it lets Verify check a refusal's code.
 //
 // # HTTP
 //

@@ -34,7 +34,20 @@ type VerifyConfig struct {
 	// its own. Reads whose counters moved by more than one are counted
 	// as "unobserved".
 	Stats func() readcache.Stats
+	// RefusalCode, when set, returns the engine's refusal code for a SQL
+	// text the cached pool read (a RefusalLog's Code). With it a read
+	// routed "refused" is checked against its lookup: a Refused lookup
+	// must be refused with its Code, and a Cached lookup refused for a
+	// reason that is not about the query (CapacityCodes) is not counted
+	// as misrouted. Without it every refusal of a Cached lookup is.
+	RefusalCode func(sql string) string
 }
+
+// CapacityCodes are refusal codes that say nothing about the query: the
+// engine was full, stopping, slow or changing schema. A Cached lookup
+// refused with one of them is not misrouted.
+var CapacityCodes = map[string]bool{"too_many_subscriptions": true, "shutting_down": true, "timeout": true,
+	"internal": true, "read_failed": true, "schema_changed": true, "table_dropped": true}
 
 // Route names of LookupReport.Routes besides the read cache's reasons
 // (readcache.Reason names such as "refused", "lag", "timeout").
@@ -57,8 +70,12 @@ type LookupReport struct {
 	// Routes counts how the first cached read of each comparison was
 	// routed: RouteCache, a readcache reason name, or RouteUnobserved.
 	Routes map[string]int `json:"routes"`
+	// Refusals counts the refused first reads by the engine's code
+	// (only with VerifyConfig.RefusalCode; "" when none was recorded).
+	Refusals map[string]int `json:"refusals,omitempty"`
 	// Misrouted counts reads routed against Expect: a Cached lookup the
-	// engine refused, or a Refused lookup served from the cache.
+	// engine refused (for the query's sake), or a Refused lookup served
+	// from the cache or refused with another code.
 	Misrouted int `json:"misrouted"`
 }
 
@@ -137,10 +154,9 @@ func Verify(ctx context.Context, cached, direct *gorm.DB, lookups []Lookup, w *W
 				route = routeOf(before, cfg.Stats())
 			}
 			lr.Routes[route]++
-			if l.Expect == Cached && route == readcache.ReasonRefused.String() || l.Expect == Refused && route == RouteCache {
+			if why := misrouted(l, args, route, cfg.RefusalCode, &lr); why != "" {
 				lr.Misrouted++
-				rep.Mismatches = append(rep.Mismatches, Mismatch{Lookup: l.Name, Args: args, Kind: "route", Cached: c,
-					Detail: fmt.Sprintf("expected %s, read was routed %q", l.Expect, route)})
+				rep.Mismatches = append(rep.Mismatches, Mismatch{Lookup: l.Name, Args: args, Kind: "route", Cached: c, Detail: why})
 			}
 			d, err := readDirect(l, args)
 			if err != nil {
@@ -190,6 +206,40 @@ func Verify(ctx context.Context, cached, direct *gorm.DB, lookups []Lookup, w *W
 		rep.Lookups = append(rep.Lookups, lr)
 	}
 	return rep, nil
+}
+
+// misrouted says how a read routed route went against l's expectation,
+// or "" when it did not, counting its refusal code in lr.
+func misrouted(l Lookup, args []any, route string, codeOf func(string) string, lr *LookupReport) string {
+	switch {
+	case route == RouteCache && l.Expect == Refused:
+		return fmt.Sprintf("expected refused (%s), served from the cache", l.Code)
+	case route != readcache.ReasonRefused.String():
+		return ""
+	case codeOf == nil:
+		if l.Expect == Cached {
+			return "expected cached, refused by the engine"
+		}
+		return ""
+	}
+	sql, err := SQLOf(l, args)
+	if err != nil {
+		return err.Error()
+	}
+	code := codeOf(sql)
+	if lr.Refusals == nil {
+		lr.Refusals = map[string]int{}
+	}
+	lr.Refusals[code]++
+	switch {
+	case l.Expect == Cached && code == "":
+		return "expected cached, refused by the engine (no code recorded)"
+	case l.Expect == Cached && !CapacityCodes[code]:
+		return fmt.Sprintf("expected cached, refused by the engine: %s", code)
+	case l.Expect == Refused && code != l.Code && !CapacityCodes[code]:
+		return fmt.Sprintf("expected refused with %s, refused with %q", l.Code, code)
+	}
+	return ""
 }
 
 // canon is the JSON of an answer: rows come ordered from the lookups, so

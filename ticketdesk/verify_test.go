@@ -3,11 +3,13 @@ package ticketdesk_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/freshetdb/freshet/internal/servetest"
 	"github.com/freshetdb/freshet/readcache"
 	"github.com/freshetdb/freshet/ticketdesk"
 )
@@ -28,7 +30,7 @@ func TestVerifyUnderWriter(t *testing.T) {
 	reports := make([][]ticketdesk.VerifyReport, readers)
 	errs := make([]error, readers)
 	for i := range readers {
-		_, g := d.pool(t) // a pool each: routes are observed by the pool's counters
+		p, g := d.pool(t) // a pool each: routes are observed by the pool's counters
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -36,7 +38,7 @@ func TestVerifyUnderWriter(t *testing.T) {
 			// Whole passes while the writer runs, at least one however
 			// slow the machine is.
 			for len(reports[i]) == 0 || run.Err() == nil {
-				rep, err := ticketdesk.Verify(ctx, g, nil, ticketdesk.Lookups(), d.world, r, ticketdesk.VerifyConfig{})
+				rep, err := ticketdesk.Verify(ctx, g, nil, ticketdesk.Lookups(), d.world, r, ticketdesk.VerifyConfig{RefusalCode: p.Refusals.Code})
 				if err != nil {
 					errs[i] = err
 					return
@@ -46,7 +48,7 @@ func TestVerifyUnderWriter(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	routes := map[string]map[string]int{}
+	routes, codes := map[string]map[string]int{}, map[string]map[string]int{}
 	compared := 0
 	for i := range readers {
 		if errs[i] != nil {
@@ -65,6 +67,12 @@ func TestVerifyUnderWriter(t *testing.T) {
 				for k, n := range lr.Routes {
 					routes[lr.Name][k] += n
 				}
+				if codes[lr.Name] == nil {
+					codes[lr.Name] = map[string]int{}
+				}
+				for k, n := range lr.Refusals {
+					codes[lr.Name][k] += n
+				}
 			}
 		}
 	}
@@ -78,7 +86,10 @@ func TestVerifyUnderWriter(t *testing.T) {
 	// PostgreSQL; TestLookups pins the routes on a quiet desk).
 	served := 0
 	for _, l := range ticketdesk.Lookups() {
-		t.Logf("%s: routes %v", l.Name, routes[l.Name])
+		t.Logf("%s: routes %v, refusals %v", l.Name, routes[l.Name], codes[l.Name])
+		if l.Expect == ticketdesk.Refused && codes[l.Name][l.Code] == 0 {
+			t.Errorf("%s: refusals %v, want some %q", l.Name, codes[l.Name], l.Code)
+		}
 		served += routes[l.Name][ticketdesk.RouteCache]
 		wrong := readcache.ReasonRefused.String()
 		if l.Expect == ticketdesk.Refused {
@@ -128,4 +139,42 @@ func testVerifyFindsMismatch(t *testing.T, d *desk) {
 			t.Errorf("%s: %+v, want 2 comparisons accounted for", lr.Name, lr)
 		}
 	}
+}
+
+// testVerifyFindsMisroute gives Verify lookups whose expectations are
+// wrong: a refused shape said to be cached, a cached one said to be
+// refused, a refusal with another code. Each is a "route" mismatch.
+func testVerifyFindsMisroute(t *testing.T, d *desk) {
+	p, g := d.pool(t)
+	ctx := ctxFor(t, time.Minute)
+	wrong := map[string]func(*ticketdesk.Lookup){
+		"distinct_statuses": func(l *ticketdesk.Lookup) { l.Expect, l.Code = ticketdesk.Cached, "" },
+		"label_by_key":      func(l *ticketdesk.Lookup) { l.Expect, l.Code = ticketdesk.Refused, "distinct" },
+		"status_counts":     func(l *ticketdesk.Lookup) { l.Code = "aggregate" },
+	}
+	var ls []ticketdesk.Lookup
+	for name, spoil := range wrong {
+		l, _ := ticketdesk.LookupByName(name)
+		spoil(&l)
+		ls = append(ls, l)
+	}
+	// The first reads subscribe; once every verdict is in, each read's
+	// route is settled.
+	servetest.Eventually(t, 30*time.Second, func() string {
+		rep, err := ticketdesk.Verify(ctx, g, nil, ls, d.world, rand.New(rand.NewSource(1)), ticketdesk.VerifyConfig{RefusalCode: p.Refusals.Code})
+		if err != nil {
+			return err.Error()
+		}
+		got := map[string]string{}
+		for _, m := range rep.Mismatches {
+			if m.Kind != "route" {
+				return fmt.Sprintf("mismatch %+v: want only route mismatches (the answers agree)", m)
+			}
+			got[m.Lookup] = m.Detail
+		}
+		if len(got) != len(wrong) {
+			return fmt.Sprintf("route mismatches %v, want one for each of %d spoiled lookups", got, len(wrong))
+		}
+		return ""
+	})
 }

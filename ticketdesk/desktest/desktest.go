@@ -7,11 +7,8 @@ package desktest
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"log/slog"
 	"os"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +16,7 @@ import (
 	"github.com/freshetdb/freshet/internal/servetest"
 	"github.com/freshetdb/freshet/readcache"
 	"github.com/freshetdb/freshet/readcache/stdlib"
+	"github.com/freshetdb/freshet/ticketdesk"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -40,7 +38,7 @@ type Pool struct {
 	DB    *sql.DB
 	Cache *readcache.Cache
 	// Refusals records the refusal code the engine gave each SQL text.
-	Refusals *Refusals
+	Refusals *ticketdesk.RefusalLog
 	stmts    atomic.Int64
 }
 
@@ -61,7 +59,11 @@ func (p *Pool) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) 
 // is closed when the test ends.
 func Open(t testing.TB, dsn, url string, tweak func(*readcache.Config)) *Pool {
 	t.Helper()
-	p := &Pool{Refusals: &Refusals{codes: map[string]string{}}}
+	var next slog.Handler
+	if os.Getenv("FRESHET_TEST_LOG") != "" {
+		next = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
+	}
+	p := &Pool{Refusals: ticketdesk.NewRefusalLog(next)}
 	cfg := readcache.DefaultConfig()
 	cfg.URL = url
 	cfg.Logger = slog.New(p.Refusals)
@@ -82,53 +84,3 @@ func Open(t testing.TB, dsn, url string, tweak func(*readcache.Config)) *Pool {
 	t.Cleanup(func() { p.DB.Close() })
 	return p
 }
-
-// Refusals is a slog.Handler that keeps the read cache's "query refused"
-// records (logged at debug level with the engine's code) by SQL text, and
-// passes warnings and errors to stderr when FRESHET_TEST_LOG is set.
-type Refusals struct {
-	mu    sync.Mutex
-	codes map[string]string
-}
-
-// Code returns the refusal code recorded for sql, or "".
-func (r *Refusals) Code(sql string) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.codes[sql]
-}
-
-// Enabled takes every level: the refusals are logged at debug.
-func (r *Refusals) Enabled(context.Context, slog.Level) bool { return true }
-
-// Handle records a refusal.
-func (r *Refusals) Handle(_ context.Context, rec slog.Record) error {
-	if os.Getenv("FRESHET_TEST_LOG") != "" && rec.Level >= slog.LevelWarn {
-		fmt.Fprintln(os.Stderr, rec.Message)
-	}
-	if !strings.Contains(rec.Message, "refused") {
-		return nil
-	}
-	var code, sql string
-	rec.Attrs(func(a slog.Attr) bool {
-		switch a.Key {
-		case "code":
-			code = a.Value.String()
-		case "sql":
-			sql = a.Value.String()
-		}
-		return true
-	})
-	if sql != "" {
-		r.mu.Lock()
-		r.codes[sql] = code
-		r.mu.Unlock()
-	}
-	return nil
-}
-
-// WithAttrs returns r: the records it keeps carry their own attributes.
-func (r *Refusals) WithAttrs([]slog.Attr) slog.Handler { return r }
-
-// WithGroup returns r.
-func (r *Refusals) WithGroup(string) slog.Handler { return r }
