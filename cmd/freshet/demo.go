@@ -48,9 +48,11 @@ type demoConfig struct {
 	Scale      int
 	Seed       uint64
 	Rate       float64 // writer transactions per second
+	Writers    int     // writer transactions at once
 	Mix        string  // writer mix
 	Readers    int
 	Keys       int     // argument draws per lookup in the working set
+	Hot        int64   // tickets 1..Hot take every ticket change and the readers' ticket ids; 0: all
 	ReadRate   float64 // all readers together, reads per second; 0 is flat out
 	Verify     time.Duration
 	Settle     time.Duration
@@ -84,8 +86,10 @@ func (m *Main) parseDemoFlags(sub string, args []string) (*demoConfig, error) {
 		fs.StringVar(&c.Token, "token", os.Getenv("FRESHET_S2S_TOKEN"), "bearer token for --freshet-url ($FRESHET_S2S_TOKEN)")
 		fs.StringVar(&c.Slot, "slot", demoSlot, "replication slot and publication of the in-process engine")
 		fs.Float64Var(&c.Rate, "rate", 50, "writer transactions per second; 0 stops the writer")
+		fs.IntVar(&c.Writers, "writers", 2, "writer transactions run at once (the rate is over all of them)")
 		fs.StringVar(&c.Mix, "mix", "", "writer mix as kind=weight,... (kinds in docs/configuration.md); empty: every kind at its default weight")
 		fs.IntVar(&c.Keys, "keys", 32, "working set: argument draws per lookup that readers and the verifier pick from; 0 draws new arguments for every read")
+		fs.Int64Var(&c.Hot, "hot", 0, "hot set: the writer changes only tickets 1..N and the working set reads them (0: every ticket)")
 		fs.Uint64Var(&c.Seed, "seed", 0, "random seed of the writer, the readers' working set and the verifier; 0 picks one from the clock")
 	}
 	fs.IntVar(&c.Scale, "scale", 1, "seed scale factor (scale 1: 10 organizations, 200 users, 3,000 tickets, about 6,000 comments)")
@@ -153,8 +157,10 @@ func (m *Main) parseDemoFlags(sub string, args []string) (*demoConfig, error) {
 		return nil, bad("--scale %d: want 1 or more", c.Scale)
 	case c.Rate < 0:
 		return nil, bad("--rate %v: want 0 or more", c.Rate)
-	case c.Readers < 0 || c.ReadRate < 0 || c.Keys < 0:
-		return nil, bad("--readers, --read-rate and --keys: want 0 or more")
+	case sub != "seed" && c.Writers < 1:
+		return nil, bad("--writers %d: want 1 or more", c.Writers)
+	case c.Readers < 0 || c.ReadRate < 0 || c.Keys < 0 || c.Hot < 0:
+		return nil, bad("--readers, --read-rate, --keys and --hot: want 0 or more")
 	case (sub == "" || sub == "serve") && c.Verify <= 0:
 		return nil, bad("--verify-every %v: want a positive duration", c.Verify)
 	case c.Duration < 0 || c.Settle < 0 || c.Load < 0:

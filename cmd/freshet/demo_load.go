@@ -52,17 +52,24 @@ func (st *demoStack) startLoad(ctx context.Context, cfg *demoConfig) (*demoLoad,
 	// working set of argument draws that the readers and the verifier
 	// pick from, so the cached entries they read are the long-lived ones
 	// the stream keeps fresh (not only first answers).
+	// With a hot set, the working set draws its ticket ids from it.
 	kr := rand.New(rand.NewSource(int64(cfg.Seed) + 3))
+	kw := st.world
+	if cfg.Hot > 0 && cfg.Hot < kw.MaxTicketID {
+		hot := *st.world
+		hot.MaxTicketID = cfg.Hot
+		kw = &hot
+	}
 	ld.keys = make([][][]any, len(ld.lookups))
 	for i, l := range ld.lookups {
 		for range max(1, cfg.Keys) {
-			ld.keys[i] = append(ld.keys[i], l.Args(kr, st.world))
+			ld.keys[i] = append(ld.keys[i], l.Args(kr, kw))
 		}
 	}
 	ld.ctx, ld.cancel = context.WithCancel(ctx)
 	if cfg.Rate > 0 {
 		mix, _ := parseMix(cfg.Mix)
-		w := ticketdesk.NewWriter(st.directSQL, st.world, writerConfig(cfg.Rate, mix, cfg.Seed))
+		w := ticketdesk.NewWriter(st.directSQL, st.world, writerConfig(cfg, mix))
 		ld.writer = w
 		ld.go_(func(ctx context.Context) {
 			if err := w.Run(ctx); err != nil && ctx.Err() == nil {

@@ -44,8 +44,8 @@ func kindNames() string {
 }
 
 // writerConfig is the desk writer's configuration for the demo's flags.
-func writerConfig(rate float64, mix map[ticketdesk.Kind]int, seed uint64) ticketdesk.WriterConfig {
-	return ticketdesk.WriterConfig{Rate: rate, Mix: mix, Seed: int64(seed)}
+func writerConfig(cfg *demoConfig, mix map[ticketdesk.Kind]int) ticketdesk.WriterConfig {
+	return ticketdesk.WriterConfig{Rate: cfg.Rate, Mix: mix, Workers: cfg.Writers, Seed: int64(cfg.Seed), Hot: cfg.Hot}
 }
 
 // writerLine summarizes the writer's counters for a person.
