@@ -210,28 +210,52 @@ func heap() uint64 {
 	return m.HeapAlloc
 }
 
-// TestMemoryPerSubscription measures the core's bytes per equality
-// subscription (beyond its rows and its compiled plan) and asserts a
-// generous bound.
+// TestMemoryPerSubscription measures bytes per subscription beyond its
+// rows, for 10,000 equality subscriptions of one shape: with distinct
+// binds (each its own view and its own compiled plan; the plan is
+// measured apart, as the compiler's cost) and identical ones (one view,
+// one plan, shared). It asserts generous bounds on the core's part.
 func TestMemoryPerSubscription(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("memory measurement (not under -short or -race)")
 	}
 	const n = 10_000
-	bc := newBenchCore(t)
-	h0 := heap()
-	plans := eqPlans(t, bc, n)
-	before := heap()
-	t.Logf("bytes per compiled plan: %.0f", (float64(before)-float64(h0))/n)
-	bc.subscribe(t, plans)
-	after := heap()
-	t.Logf("stats %+v", bc.core.Stats())
-	per := (float64(after) - float64(before)) / n
-	t.Logf("core bytes per subscription (plan excluded): %.0f", per)
-	runtime.KeepAlive(plans)
-	if per > 4096 {
-		t.Errorf("bytes per subscription = %.0f, want <= 4096", per)
-	}
+	t.Run("distinct binds", func(t *testing.T) {
+		bc := newBenchCore(t)
+		h0 := heap()
+		plans := eqPlans(t, bc, n)
+		before := heap()
+		plan := (float64(before) - float64(h0)) / n
+		bc.subscribe(t, plans)
+		after := heap()
+		per := (float64(after) - float64(before)) / n
+		t.Logf("stats %+v", bc.core.Stats())
+		t.Logf("distinct binds: core bytes per subscription %.0f, compiled plan %.0f, together %.0f", per, plan, per+plan)
+		runtime.KeepAlive(plans)
+		if per > 2048 {
+			t.Errorf("core bytes per subscription = %.0f, want <= 2048", per)
+		}
+	})
+	t.Run("identical", func(t *testing.T) {
+		bc := newBenchCore(t)
+		plan := eqPlans(t, bc, 1)[0]
+		bc.subscribe(t, []*query.Plan{plan})
+		before := heap()
+		for i := 1; i < n; i++ {
+			bc.core.Subscribe(SubID(i+1), plan, ModeRows)
+		}
+		if rd := bc.core.Ready(); len(rd.Outputs) != n-1 || len(rd.Reads) != 0 {
+			t.Fatalf("Ready = %d outputs, %d reads; want %d accepted, no read", len(rd.Outputs), len(rd.Reads), n-1)
+		}
+		after := heap()
+		per := (float64(after) - float64(before)) / (n - 1)
+		t.Logf("stats %+v", bc.core.Stats())
+		t.Logf("identical: bytes per subscription after the first %.0f", per)
+		runtime.KeepAlive(bc)
+		if per > 512 {
+			t.Errorf("bytes per identical subscription = %.0f, want <= 512", per)
+		}
+	})
 }
 
 // TestMemoryPerRow measures bytes per held row against the row's text

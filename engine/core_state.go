@@ -152,7 +152,7 @@ func (s *state) newView(plan *query.Plan) (*view, string) {
 		}
 	}
 	s.nextV++
-	v := &view{id: s.nextV, plan: plan, rset: newRset(plan, s.opts.WindowMargin), touched: make(map[string]struct{})}
+	v := &view{id: s.nextV, plan: plan, rset: newRset(plan, s.opts.WindowMargin)}
 	for i, src := range plan.Sources {
 		tb := s.tables[src.Table.OID]
 		if tb == nil {
@@ -430,7 +430,7 @@ func (s *state) touch(vs *viewSource, keys ...string) {
 	}
 	for _, k := range keys {
 		if k != "" {
-			v.touched[k] = struct{}{}
+			v.touchKey(k)
 		}
 	}
 }
@@ -584,7 +584,7 @@ func (s *state) truncate(tb *table) {
 			continue
 		}
 		for k := range v.result {
-			v.touched[k] = struct{}{}
+			v.touchKey(k)
 		}
 	}
 }

@@ -28,14 +28,17 @@ type route struct {
 	eq  map[int]*eqIndex
 	rng map[int]*rangeIndex
 	ne  map[int]*notInIndex
-	reg map[*viewSource]registration
 	buf []byte
 }
 
+// registration is where a view source is registered (kept in the view
+// source: a map from view source to registration cost about 130 bytes a
+// subscription).
 type registration struct {
+	on   bool                 // registered
 	kind query.ConstraintKind // 0: unconstrained
-	col  int                  // layout position
-	c    query.Constraint
+	col  int32                // layout position
+	ci   int32                // index of the constraint in src.Constraints
 }
 
 type eqIndex struct {
@@ -67,13 +70,13 @@ func (rt *route) init() {
 	rt.eq = make(map[int]*eqIndex)
 	rt.rng = make(map[int]*rangeIndex)
 	rt.ne = make(map[int]*notInIndex)
-	rt.reg = make(map[*viewSource]registration)
 }
 
 // choose picks the constraint a view source registers under: IN with the
-// fewest values, else a range, else NOT IN, else none.
-func choose(cs []query.Constraint) (query.Constraint, bool) {
-	best, found := query.Constraint{}, false
+// fewest values, else a range, else NOT IN, else none; it returns its
+// index, or -1.
+func choose(cs []query.Constraint) int {
+	best, found, bi := query.Constraint{}, false, -1
 	rank := func(c query.Constraint) int {
 		switch c.Kind {
 		case query.ConstraintIn:
@@ -83,28 +86,29 @@ func choose(cs []query.Constraint) (query.Constraint, bool) {
 		}
 		return 2
 	}
-	for _, c := range cs {
+	for i, c := range cs {
 		if c.Kind != query.ConstraintIn && c.Kind != query.ConstraintRange && c.Kind != query.ConstraintNotIn {
 			continue
 		}
 		if !found || rank(c) < rank(best) || (c.Kind == query.ConstraintIn && best.Kind == c.Kind && len(c.Values) < len(best.Values)) {
-			best, found = c, true
+			best, found, bi = c, true, i
 		}
 	}
-	return best, found
+	return bi
 }
 
 // add registers vs under its source's constraints.
 func (rt *route) add(vs *viewSource) {
-	c, ok := choose(vs.src.Constraints)
-	if !ok {
+	ci := choose(vs.src.Constraints)
+	if ci < 0 {
 		rt.all[vs] = struct{}{}
-		rt.reg[vs] = registration{}
+		vs.reg = registration{on: true}
 		return
 	}
+	c := vs.src.Constraints[ci]
 	col := vs.col[c.Column]
 	oid := vs.src.Columns[c.Column].TypeOID
-	rt.reg[vs] = registration{kind: c.Kind, col: col, c: c}
+	vs.reg = registration{on: true, kind: c.Kind, col: int32(col), ci: int32(ci)}
 	switch c.Kind {
 	case query.ConstraintIn:
 		ix := rt.eq[col]
@@ -154,17 +158,21 @@ func without(list []*viewSource, vs *viewSource) []*viewSource {
 
 // remove unregisters vs.
 func (rt *route) remove(vs *viewSource) {
-	reg, ok := rt.reg[vs]
-	if !ok {
+	reg := vs.reg
+	if !reg.on {
 		return
 	}
-	delete(rt.reg, vs)
+	vs.reg = registration{}
+	var c query.Constraint
+	if reg.kind != 0 {
+		c = vs.src.Constraints[reg.ci]
+	}
 	switch reg.kind {
 	case 0:
 		delete(rt.all, vs)
 	case query.ConstraintIn:
-		ix := rt.eq[reg.col]
-		for _, x := range reg.c.Values {
+		ix := rt.eq[int(reg.col)]
+		for _, x := range c.Values {
 			k := string(query.AppendKey(nil, ix.oid, x))
 			if l := without(ix.byKey[k], vs); len(l) == 0 {
 				delete(ix.byKey, k)
@@ -172,17 +180,17 @@ func (rt *route) remove(vs *viewSource) {
 				ix.byKey[k] = l
 			}
 		}
-		if reg.c.Null {
+		if c.Null {
 			ix.null = without(ix.null, vs)
 		}
 	case query.ConstraintRange:
-		ix := rt.rng[reg.col]
+		ix := rt.rng[int(reg.col)]
 		ix.entries = slices.DeleteFunc(ix.entries, func(e rangeEntry) bool { return e.vs == vs })
 		ix.sorted = false
 	case query.ConstraintNotIn:
-		ix := rt.ne[reg.col]
+		ix := rt.ne[int(reg.col)]
 		delete(ix.all, vs)
-		for _, x := range reg.c.Values {
+		for _, x := range c.Values {
 			k := string(query.AppendKey(nil, ix.oid, x))
 			if l := without(ix.excl[k], vs); len(l) == 0 {
 				delete(ix.excl, k)

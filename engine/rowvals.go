@@ -50,8 +50,24 @@ const (
 var canonicalNaN = math.Float64bits(math.NaN())
 
 // appendVal appends the encoding of x to dst. A value with no compact form
-// is appended to *boxes and referenced by index.
-func appendVal(dst []byte, x any, boxes *[]any) []byte {
+// is appended to boxes and referenced by index.
+func appendVal(dst []byte, x any, boxes []any) ([]byte, []any) {
+	b, ok := appendCompact(dst, x)
+	if ok {
+		return b, boxes
+	}
+	boxes = append(boxes, x)
+	return binary.AppendUvarint(append(dst, tagBoxed), uint64(len(boxes)-1)), boxes
+}
+
+// appendCompact appends the encoding of x, or reports that x has no
+// compact form.
+func appendCompact(dst []byte, x any) ([]byte, bool) {
+	b := appendCompact1(dst, x)
+	return b, b != nil
+}
+
+func appendCompact1(dst []byte, x any) []byte {
 	switch v := x.(type) {
 	case nil:
 		return append(dst, tagNull)
@@ -104,8 +120,7 @@ func appendVal(dst []byte, x any, boxes *[]any) []byte {
 	case change.TimeTZ:
 		return binary.AppendVarint(binary.AppendVarint(append(dst, tagTimeTZ), v.Micros), int64(v.Offset))
 	}
-	*boxes = append(*boxes, x)
-	return binary.AppendUvarint(append(dst, tagBoxed), uint64(len(*boxes)-1))
+	return nil
 }
 
 // encodeVals encodes a layout row, using buf as scratch.
@@ -113,11 +128,12 @@ func encodeVals(buf []byte, vals []any) (rowVals, []byte) {
 	var boxes []any
 	b := buf[:0]
 	for _, x := range vals {
-		b = appendVal(b, x, &boxes)
+		b, boxes = appendVal(b, x, boxes)
 	}
 	rv := rowVals{enc: string(b)}
 	if boxes != nil {
-		rv.boxes = &boxes
+		bx := boxes
+		rv.boxes = &bx
 	}
 	return rv, b
 }
@@ -296,12 +312,11 @@ func (rv rowVals) sameAt(p int, x any, scratch *[]byte) bool {
 	if tag == tagBoxed {
 		return sameValue(rv.decode(tag, payload), x)
 	}
-	var boxes []any
-	b := appendVal((*scratch)[:0], x, &boxes)
-	*scratch = b
-	if boxes != nil {
+	b, ok := appendCompact((*scratch)[:0], x)
+	if !ok {
 		return false // x has no compact form, the slot has one
 	}
+	*scratch = b
 	return string(b) == rv.enc[i:next]
 }
 

@@ -38,6 +38,7 @@ type viewSource struct {
 	col []int // layout position of each of src.Columns
 	// mark dedupes routing candidates within one change.
 	mark uint64
+	reg  registration // where the route has it
 	// rows holds, for a join view, every row of the table that satisfies
 	// the source's own constraints, by primary key (single-table views
 	// keep their rows in the view's result instead).
@@ -147,6 +148,15 @@ func newRset(p *query.Plan, margin int) rset {
 type shownRow struct {
 	key  string
 	vals []any
+}
+
+// touchKey marks key touched in the transaction (the set is made on first
+// use: most views are never touched).
+func (v *view) touchKey(k string) {
+	if v.touched == nil {
+		v.touched = make(map[string]struct{})
+	}
+	v.touched[k] = struct{}{}
 }
 
 func (v *view) isJoin() bool { return len(v.plan.Sources) > 1 }
