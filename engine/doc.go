@@ -11,8 +11,10 @@
 // view. A view holds the rows of its result (a window holds
 // OFFSET+LIMIT+WindowMargin rows, a join every row of each source that
 // satisfies that source's own constraints). Rows are stored once per
-// (table, primary key) however many views hold them, decoded once into
-// change's typed forms.
+// (table, primary key) however many views hold them, each encoded in one
+// string (a tag and an exact payload per column: no interface or box per
+// value) and decoded into change's typed forms when a result is built;
+// encodings compare by text identity, as the engine compares values.
 //
 // Routing. Each view registers under one constraint of its root source
 // (equality/IN by value in a hash index, ranges in an interval index,
