@@ -50,6 +50,7 @@ type state struct {
 	keysBuf  []string
 	nextsBuf []settleNext
 	cmpBuf   []byte // sameOutput's scratch
+	qScratch rowScratch
 }
 
 // read is a read asked for and not landed yet.
@@ -703,7 +704,15 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		if p == nil || p.after == nil {
 			continue
 		}
-		q := v.row(p.after)
+		// A plain view keeps only the projection: its query.Row is
+		// scratch.
+		plain := !v.ordered && !v.plan.Count
+		var q query.Row
+		if plain {
+			q = v.rowInto(&s.qScratch, p.after)
+		} else {
+			q = v.row(p.after)
+		}
 		if !loaded(q) {
 			// A value this view needs is an unchanged TOASTed value of a
 			// row it did not hold: read the result again.
@@ -713,7 +722,9 @@ func (s *state) settle(v *view, lsn change.LSN) {
 			return
 		}
 		if v.plan.Eval(q) == query.True {
-			nexts[i].q = q
+			if plain {
+				nexts[i].now = v.plan.Project(q)
+			}
 			if v.ordered {
 				nexts[i].e = &entry{key: k, row: p.h}
 				nexts[i].e.setQ(q)
@@ -740,7 +751,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		case old != nil && !kept:
 			d.removed = append(d.removed, Key(n.key))
 		case kept:
-			now := v.plan.Project(n.q) // the row as the transaction left it
+			now := n.now // the row as the transaction left it
 			if old == nil || !v.sameOutput(p0(s, tb, n.key), now, &s.cmpBuf) {
 				d.rows = append(d.rows, ResultRow{Key: Key(n.key), Values: now})
 			}
@@ -772,7 +783,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 type settleNext struct {
 	key string
 	e   *entry
-	q   query.Row // e's row
+	now []any // a plain view's projection of e's row
 }
 
 // dropHold releases vs's hold on h during a transaction (the row table

@@ -175,6 +175,27 @@ func (v *view) row(vals []any) query.Row {
 	return query.Row{r}
 }
 
+// rowScratch holds a query.Row that is rebuilt for every row.
+type rowScratch struct {
+	vals []any
+	q    query.Row
+}
+
+// rowInto is row, built in sc: valid until sc's next use.
+func (v *view) rowInto(sc *rowScratch, vals []any) query.Row {
+	col := v.srcs[0].col
+	r := slices.Grow(sc.vals[:0], len(col))[:len(col)]
+	for i, p := range col {
+		r[i] = valAt(vals, p)
+	}
+	sc.vals = r
+	if sc.q == nil {
+		sc.q = make(query.Row, 1)
+	}
+	sc.q[0] = r
+	return sc.q
+}
+
 // loaded reports whether every value of a query.Row is known.
 func loaded(q query.Row) bool {
 	for _, s := range q {
