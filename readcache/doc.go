@@ -70,7 +70,10 @@
 // Lag: each socket tracks the engine's lag frames. While the reported lag
 // plus the time since the last lag frame is over MaxLag (default 2 s), or
 // no lag is known yet, that socket's reads go to PostgreSQL; a frozen or
-// partitioned engine is thus noticed within MaxLag.
+// partitioned engine is thus noticed within MaxLag. Lag frames also carry
+// when the heartbeat they name was written; the time since then is taken
+// when it is larger, so the time a frame spent queued and in flight
+// counts (clocks kept in step). Staleness returns the bound as it stands.
 //
 // # Memory
 //

@@ -12,4 +12,12 @@
 // cache cannot trust, goes to the wrapped pool. Rows from the cache are
 // decoded by pgx's own codecs from PostgreSQL's text form, so Scan,
 // pgx.CollectRows and pgx.RowToStructByName behave as on a live read.
+//
+// Decoding uses copies of the type map of one of the pool's connections,
+// taken at the first read, so types the pool registers on its connections
+// (AfterConnect: enums, composites, arrays of them) decode as they do
+// live; enum codecs, which cache member names without a lock, are not
+// shared between concurrent reads. Until that first connection answers,
+// reads go to PostgreSQL. A type registered on some connections only is
+// decoded as the first one knew it.
 package pgxcache
