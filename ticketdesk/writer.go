@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Kind is a kind of change the Writer makes.
@@ -72,6 +74,10 @@ type WriterStats struct {
 	Committed  int64 `json:"committed"`
 	RolledBack int64 `json:"rolled_back"`
 	Errors     int64 `json:"errors"`
+	// ErrorCodes counts the failed transactions by SQLSTATE (40P01 a
+	// deadlock, 40001 a serialization failure, 23503 a foreign key that
+	// vanished under another worker, ...; "" for an error without one).
+	ErrorCodes map[string]int64 `json:"error_codes,omitempty"`
 	// LastError is the most recent error's text, for a person to read.
 	LastError string `json:"last_error,omitempty"`
 }
@@ -95,6 +101,7 @@ type Writer struct {
 	names   atomic.Int64
 	mu      sync.Mutex
 	lastErr string
+	codes   map[string]int64
 }
 
 // NewWriter returns a Writer of db drawing from w.
@@ -105,7 +112,7 @@ func NewWriter(db *sql.DB, w *World, cfg WriterConfig) *Writer {
 	if cfg.Workers < 1 {
 		cfg.Workers = 1
 	}
-	wr := &Writer{db: db, w: w, cfg: cfg, n: map[Kind]*kindCounters{}}
+	wr := &Writer{db: db, w: w, cfg: cfg, n: map[Kind]*kindCounters{}, codes: map[string]int64{}}
 	for _, k := range Kinds {
 		wr.n[k] = &kindCounters{}
 		if cfg.Mix[k] > 0 {
@@ -189,8 +196,13 @@ func (wr *Writer) One(ctx context.Context, k Kind, r *rand.Rand) error {
 		// Stopped mid-transaction: not the database's fault.
 	default:
 		c.errors.Add(1)
+		var code string
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) {
+			code = pe.Code
+		}
 		wr.mu.Lock()
 		wr.lastErr = fmt.Sprintf("%s: %v", k, err)
+		wr.codes[code]++
 		wr.mu.Unlock()
 	}
 	return err
@@ -208,6 +220,12 @@ func (wr *Writer) Stats() WriterStats {
 	}
 	wr.mu.Lock()
 	s.LastError = wr.lastErr
+	if len(wr.codes) > 0 {
+		s.ErrorCodes = make(map[string]int64, len(wr.codes))
+		for c, n := range wr.codes {
+			s.ErrorCodes[c] = n
+		}
+	}
 	wr.mu.Unlock()
 	return s
 }

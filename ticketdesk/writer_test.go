@@ -45,7 +45,30 @@ func TestWriterKinds(t *testing.T) {
 	if st.Committed < 50 {
 		t.Errorf("committed %d transactions in 2 s, want at least 50", st.Committed)
 	}
-	t.Logf("writer: %d committed, %d rolled back, %d errors (last: %s)", st.Committed, st.RolledBack, st.Errors, st.LastError)
+	t.Logf("writer: %d committed, %d rolled back, %d errors %v (last: %s)", st.Committed, st.RolledBack, st.Errors, st.ErrorCodes, st.LastError)
+	var coded int64
+	for _, n := range st.ErrorCodes {
+		coded += n
+	}
+	if coded != st.Errors {
+		t.Errorf("errors by code %v add up to %d, want %d", st.ErrorCodes, coded, st.Errors)
+	}
+	// A failure is counted with its SQLSTATE and the writer goes on.
+	if _, err := db.ExecContext(ctx, `ALTER TABLE comments ADD CONSTRAINT no_comments CHECK (false) NOT VALID`); err != nil {
+		t.Fatal(err)
+	}
+	if err := wr.One(ctx, ticketdesk.KindComment, r); err == nil {
+		t.Fatal("a comment against a CHECK (false) committed")
+	}
+	if got := wr.Stats(); got.Kinds[ticketdesk.KindComment].Errors != st.Kinds[ticketdesk.KindComment].Errors+1 || got.ErrorCodes["23514"] != st.ErrorCodes["23514"]+1 {
+		t.Errorf("after a check violation: comment %+v, codes %v; want one more error, counted as 23514", got.Kinds[ticketdesk.KindComment], got.ErrorCodes)
+	}
+	if _, err := db.ExecContext(ctx, `ALTER TABLE comments DROP CONSTRAINT no_comments`); err != nil {
+		t.Fatal(err)
+	}
+	if err := wr.One(ctx, ticketdesk.KindComment, r); err != nil {
+		t.Fatalf("a comment after the constraint went: %v", err)
+	}
 	var left int64
 	if err := db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM tickets WHERE status = $1) + (SELECT count(*) FROM comments WHERE body = $2)`,
 		ticketdesk.StatusNever, ticketdesk.RolledBackComment).Scan(&left); err != nil {
