@@ -196,6 +196,7 @@ func TestQuietDesk(t *testing.T) {
 		{"Handler", testHandler},
 		{"VerifyFindsMismatch", testVerifyFindsMismatch},
 		{"VerifyFindsMisroute", testVerifyFindsMisroute},
+		{"VerifyCapacityRefusal", testVerifyCapacityRefusal},
 	} {
 		if !t.Run(tc.name, func(t *testing.T) { tc.run(t, d) }) {
 			return

@@ -12,6 +12,7 @@ import (
 	"github.com/freshetdb/freshet/internal/servetest"
 	"github.com/freshetdb/freshet/readcache"
 	"github.com/freshetdb/freshet/ticketdesk"
+	"github.com/freshetdb/freshet/ticketdesk/desktest"
 )
 
 // TestVerifyUnderWriter: four readers verify every lookup while the
@@ -177,4 +178,44 @@ func testVerifyFindsMisroute(t *testing.T, d *desk) {
 		}
 		return ""
 	})
+}
+
+// testVerifyCapacityRefusal runs a second freshet serve on the desk that
+// holds at most 4 subscriptions per connection: past them a cached lookup
+// is refused with too_many_subscriptions, which Verify counts by code and,
+// given the codes, does not call misrouted (without them it must).
+func testVerifyCapacityRefusal(t *testing.T, d *desk) {
+	srv := desktest.Serve(t, d.pdb.DSN, d.pdb.Name+"_small", "--max-subscriptions", "4", "--row-limit", fmt.Sprint(ticketdesk.RowLimit))
+	p := desktest.Open(t, d.pdb.DSN, srv.URL, func(c *readcache.Config) { c.Sockets = 1 })
+	g := gormOn(t, p.DB)
+	ctx := ctxFor(t, time.Minute)
+	l, _ := ticketdesk.LookupByName("ticket_by_id")
+	ls := []ticketdesk.Lookup{l}
+	// The pool reads PostgreSQL until it knows the engine's lag.
+	servetest.Eventually(t, 30*time.Second, func() string {
+		hits := p.Cache.Stats().Hits + p.Cache.Stats().Misses
+		if _, err := l.Run(ctx, g, []any{int64(1)}); err != nil {
+			return err.Error()
+		}
+		if p.Cache.Stats().Hits+p.Cache.Stats().Misses == hits {
+			return fmt.Sprintf("not served from the cache: %v", p.Cache.Stats().Postgres)
+		}
+		return ""
+	})
+	r := rand.New(rand.NewSource(9))
+	rep, err := ticketdesk.Verify(ctx, g, nil, ls, d.world, r, ticketdesk.VerifyConfig{Rounds: 10, RefusalCode: p.Refusals.Code})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr := rep.Lookups[0]
+	if lr.Refusals["too_many_subscriptions"] == 0 || lr.Routes[ticketdesk.RouteCache] == 0 || lr.Misrouted != 0 || !rep.OK() {
+		t.Fatalf("with refusal codes: %+v, mismatches %+v; want some served, some refused too_many_subscriptions, none misrouted", lr, rep.Mismatches)
+	}
+	rep, err = ticketdesk.Verify(ctx, g, nil, ls, d.world, r, ticketdesk.VerifyConfig{Rounds: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Lookups[0].Misrouted == 0 {
+		t.Fatalf("without refusal codes: %+v; want the capacity refusals counted as misrouted", rep.Lookups[0])
+	}
 }
