@@ -12,10 +12,10 @@ import (
 // Sizes of a seeded desk at scale 1; a larger scale multiplies the
 // organizations (and with them users and labels) and the tickets.
 const (
-	OrgsPerScale    = 10
-	UsersPerOrg     = 20
-	TicketsPerScale = 3000
-	CommentsPerTick = 2 // comments per ticket, on average; about half the tickets have none
+	OrgsPerScale      = 10
+	UsersPerOrg       = 20
+	TicketsPerScale   = 3000
+	CommentsPerTicket = 2 // comments per ticket on average; they fall on about half the tickets
 )
 
 // Statuses are the statuses the seed and the writer use. StatusNever is
@@ -43,8 +43,9 @@ const SeedTicketSpacing = 17 * time.Minute
 // scale every time, generated inside PostgreSQL so scale 1 takes a
 // couple of seconds. A ticket's body is a stretch of one pool of md5 hex
 // (13 KB, made once): pglz finds nothing to compress within it, so every
-// body is stored out of line. $1 orgs, $2 tickets, $3 users per org and $4 the
-// epoch are replaced by their values before the statements run.
+// body is stored out of line. $1 orgs, $2 tickets, $3 users per org, $4
+// the epoch and $5 comments per ticket are replaced by their values before
+// the statements run.
 // Organization $1+1 is the empty one: no users, labels or tickets.
 var seedSQL = []string{
 	`TRUNCATE ticket_labels, labels, comments, tickets, users, organizations RESTART IDENTITY`,
@@ -72,7 +73,7 @@ var seedSQL = []string{
 	`INSERT INTO comments (id, ticket_id, author_id, body, created_at)
 	 SELECT c, t.id, (t.org_id - 1) * $3::int + 1 + c % $3::int, 'comment ' || c || ' on ticket ' || t.id,
 	        t.created_at + (c % 50) * interval '10 minutes'
-	 FROM generate_series(1, $2::int * 2) c JOIN tickets t ON t.id = 1 + (c::bigint * c) % $2::int`,
+	 FROM generate_series(1, $2::int * $5::int) c JOIN tickets t ON t.id = 1 + (c::bigint * c) % $2::int`,
 	`INSERT INTO ticket_labels (ticket_id, org_id, label)
 	 SELECT t.id, t.org_id, l.name
 	 FROM tickets t, LATERAL (VALUES ((ARRAY['bug','feature','question','billing','ui','api','docs','urgent'])[1 + t.id % 8]),
@@ -105,7 +106,7 @@ func Seed(ctx context.Context, db *sql.DB, scale int) error {
 	// The sizes are whole numbers and the epoch a constant: written into
 	// the text, they leave PostgreSQL nothing to infer.
 	r := strings.NewReplacer("$1::int", strconv.Itoa(OrgsPerScale*scale), "$2::int", strconv.Itoa(TicketsPerScale*scale),
-		"$3::int", strconv.Itoa(UsersPerOrg), "$4::timestamptz", "'"+SeedEpoch.Format(time.RFC3339)+"'::timestamptz")
+		"$3::int", strconv.Itoa(UsersPerOrg), "$5::int", strconv.Itoa(CommentsPerTicket), "$4::timestamptz", "'"+SeedEpoch.Format(time.RFC3339)+"'::timestamptz")
 	for i, q := range seedSQL {
 		if _, err := tx.ExecContext(ctx, r.Replace(q)); err != nil {
 			return fmt.Errorf("seed ticket desk (step %d; did CreateSchema run?): %w", i+1, err)
