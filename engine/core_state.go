@@ -40,6 +40,9 @@ type state struct {
 	dirty   []*view
 	epoch   uint64
 	refresh []*view // views to re-read once the transaction is settled
+	// refilling are the views that went to re-read their result (some
+	// may have landed since: touchRefilling drops them).
+	refilling []*view
 
 	// Scratch reused across transactions, so that a change allocates
 	// only what it keeps.
@@ -488,6 +491,9 @@ func (s *state) rowChange(tb *table, ch *change.Change) {
 	if newVals != nil {
 		tb.route.match(newVals, mark)
 	}
+	if len(s.refilling) > 0 {
+		s.touchRefilling(tb)
+	}
 	if oldKey != "" && (ch.Op == change.OpDelete || oldKey != newKey) {
 		s.setPend(tb, oldKey, nil)
 	}
@@ -653,9 +659,7 @@ func (s *state) finish(lsn change.LSN) {
 	s.inTxn = false
 	for _, v := range s.refresh {
 		if v.status == viewLive {
-			v.status = viewRefilling
-			s.touchSubs(v, lsn)
-			s.askRead(v)
+			s.refill(v, lsn)
 		}
 	}
 	s.refresh = s.refresh[:0]
@@ -716,9 +720,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		if !loaded(q) {
 			// A value this view needs is an unchanged TOASTed value of a
 			// row it did not hold: read the result again.
-			v.status = viewRefilling
-			s.touchSubs(v, lsn)
-			s.askRead(v)
+			s.refill(v, lsn)
 			return
 		}
 		if v.plan.Eval(q) == query.True {
@@ -766,9 +768,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 			s.dropHold(vs, e.key, e.row)
 		}
 		if !v.covered() {
-			v.status = viewRefilling
-			s.touchSubs(v, lsn)
-			s.askRead(v)
+			s.refill(v, lsn)
 			return
 		}
 		d = v.diffShown()

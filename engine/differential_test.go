@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/freshetdb/freshet/change"
 	"github.com/freshetdb/freshet/query"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -25,6 +26,15 @@ import (
 // (rows that tie on ORDER BY compared as multisets; a LIMIT's cut is
 // compared with ties broken by primary key, as the engine defines its
 // windows).
+//
+// Touch-mode subscriptions ride along: after every committed write the
+// writer runs each one's query on PostgreSQL, and every transaction that
+// changed its result must have been touched at its own commit LSN (a
+// touch for a transaction that left the result as it was is allowed, and
+// counted). Schema changes are interleaved with the writes (a column
+// added, dropped or retyped, a table dropped and made again): a
+// subscription still live at the comparison must still equal PostgreSQL's
+// answer, so one the change broke must have ended.
 //
 // A seed fixes the schema, the data, the queries and the writes; the
 // interleaving of writes with hydration reads is left to the scheduler,
@@ -65,7 +75,7 @@ func TestDifferential(t *testing.T) {
 	if !diffJoins {
 		t.Log("excluded: JOIN subscriptions (diffJoins = false)")
 	}
-	total := diffTotals{refused: map[string]int{}, ended: map[string]int{}, shapes: map[string]int{}}
+	total := diffTotals{refused: map[string]int{}, ended: map[string]int{}, shapes: map[string]int{}, ddl: map[string]int{}}
 	for _, seed := range seeds {
 		if !t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runDifferential(t, seed, &total) }) {
 			return
@@ -84,15 +94,22 @@ func TestDifferential(t *testing.T) {
 	t.Logf("compared by shape: %v", total.shapes)
 	t.Logf("refused by the query layer: %v", total.refused)
 	t.Logf("refused or ended by the engine: %v", total.ended)
+	t.Logf("schema changes: %v", total.ddl)
+	t.Logf("touch mode: %d subscriptions checked; %d committed transactions changed their results, every one touched at its commit; %d touches, %d of them (%.1f%%) for a transaction that left the result as it was or at a re-read's landing",
+		total.touchSubs, total.touchChanged, total.touches, total.falseTouches, 100*float64(total.falseTouches)/float64(max(total.touches, 1)))
 	if total.compared == 0 {
 		t.Fatalf("no result was compared")
+	}
+	if total.touchChanged == 0 {
+		t.Fatalf("no touch-mode subscription saw a change")
 	}
 }
 
 // diffTotals are counters over every seed, to show what was covered.
 type diffTotals struct {
 	seeds, subs, compared, ordered, counts, commits, rollbacks int
-	refused, ended, shapes                                     map[string]int
+	touchSubs, touchChanged, touches, falseTouches             int
+	refused, ended, shapes, ddl                                map[string]int
 }
 
 // dcol is a column of a generated table.
@@ -145,6 +162,8 @@ func diffTypes(long string) []dcol {
 type dgen struct {
 	rng    *rand.Rand
 	tables []*dtable
+	types  []dcol // what columns are made of
+	nextC  int    // the number of the next column added
 }
 
 func newDgen(seed uint64) *dgen {
@@ -154,6 +173,8 @@ func newDgen(seed uint64) *dgen {
 		lb.WriteByte(byte('a' + g.rng.IntN(26)))
 	}
 	types := diffTypes(lb.String())
+	g.types = types
+	g.nextC = 10
 	for i := range 2 + g.rng.IntN(2) {
 		tb := &dtable{name: fmt.Sprintf("t%d", i)}
 		keys := []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20"}
@@ -192,13 +213,61 @@ func (g *dgen) value(c *dcol) string {
 func (g *dgen) ddl() string {
 	var b strings.Builder
 	for _, tb := range g.tables {
-		fmt.Fprintf(&b, "CREATE TABLE %s (", tb.name)
-		for _, c := range tb.cols {
-			fmt.Fprintf(&b, "%s %s%s, ", c.name, c.typ, map[bool]string{true: " NOT NULL"}[c.notNull])
-		}
-		fmt.Fprintf(&b, "PRIMARY KEY (%s));\n", strings.Join(tb.pk, ", "))
+		b.WriteString(tb.create())
 	}
 	return b.String()
+}
+
+// create is the table's CREATE TABLE.
+func (tb *dtable) create() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "CREATE TABLE %s (", tb.name)
+	for _, c := range tb.cols {
+		fmt.Fprintf(&b, "%s %s%s, ", c.name, c.typ, map[bool]string{true: " NOT NULL"}[c.notNull])
+	}
+	fmt.Fprintf(&b, "PRIMARY KEY (%s));\n", strings.Join(tb.pk, ", "))
+	return b.String()
+}
+
+// schemaChange returns a DDL statement changing a random table, and
+// changes the model to match: a column added, dropped or retyped, or the
+// table dropped and made again (empty, with a new OID). Key columns and
+// r (which joins use) are left alone. kind names it, for the totals.
+func (g *dgen) schemaChange() (sql, kind string) {
+	tb := g.tables[g.rng.IntN(len(g.tables))]
+	var free []int // the columns that may change
+	for i, c := range tb.cols {
+		if strings.HasPrefix(c.name, "c") {
+			free = append(free, i)
+		}
+	}
+	n := g.rng.IntN(4)
+	if len(free) == 0 && (n == 1 || n == 2) {
+		n = 0
+	}
+	switch n {
+	case 0:
+		c := g.types[g.rng.IntN(len(g.types))]
+		c.name = fmt.Sprintf("c%d", g.nextC)
+		g.nextC++
+		tb.cols = append(tb.cols, c)
+		return fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", tb.name, c.name, c.typ), "add column"
+	case 1:
+		i := free[g.rng.IntN(len(free))]
+		name := tb.cols[i].name
+		tb.cols = slices.Delete(tb.cols, i, i+1)
+		return fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", tb.name, name), "drop column"
+	case 2:
+		c := &tb.cols[free[g.rng.IntN(len(free))]]
+		if c.typ == "int4" {
+			c.typ, c.oid = "int8", 20
+			return fmt.Sprintf("ALTER TABLE %s ALTER %s TYPE int8", tb.name, c.name), "retype column"
+		}
+		sql := fmt.Sprintf("ALTER TABLE %s ALTER %s TYPE text USING %s::text", tb.name, c.name, c.name)
+		c.typ, c.oid, c.ordering, c.text, c.boolean = "text", 25, true, true, false
+		return sql, "retype column"
+	}
+	return "DROP TABLE " + tb.name + "; " + strings.TrimSuffix(tb.create(), ";\n"), "drop and make again"
 }
 
 // --- queries
@@ -502,7 +571,7 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 		t.Fatalf("seed %d (rerun: go test ./engine/ -run TestDifferential -diff.seed=%d -diff.v): %s", seed, seed, fmt.Sprintf(format, args...))
 	}
 	g := newDgen(seed)
-	r := newRig(t, g.ddl(), Config{ReadConcurrency: 2, WindowMargin: 1 + g.rng.IntN(4)})
+	r := newRig(t, g.ddl(), Config{ReadConcurrency: 2, WindowMargin: 1 + g.rng.IntN(4), CatalogCheckInterval: 200 * time.Millisecond})
 	ctx := context.Background()
 	if *diffVerbose {
 		t.Logf("schema:\n%s", g.ddl())
@@ -521,7 +590,7 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 			initial = append(initial, stmts)
 		}
 	}
-	if _, _, err := runTxns(ctx, r.conn.PgConn(), initial, nil, nil); err != nil {
+	if _, _, err := runTxns(ctx, r.conn.PgConn(), initial, nil, nil, nil); err != nil {
 		fail("initial rows: %v", err)
 	}
 
@@ -532,9 +601,38 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 		// subscribes and unsubscribes.
 		var plan [][]string
 		var commit []bool
-		for range 25 {
+		ddlAt := -1
+		if g.rng.IntN(2) == 0 {
+			ddlAt = g.rng.IntN(25)
+		}
+		for i := range 25 {
+			if i == ddlAt {
+				sql, kind := g.schemaChange()
+				total.ddl[kind]++
+				plan, commit = append(plan, []string{sql}), append(commit, true)
+			}
 			s, c := g.txn()
 			plan, commit = append(plan, s), append(commit, c)
+		}
+		// Touch-mode subscriptions, watched by the writer.
+		tw := &touchWatch{}
+		for range 1 {
+			dq := g.query()
+			rec := newRecorder()
+			id, refusal, err := r.e.Subscribe(ctx, dq.sql, dq.binds, ModeTouch, rec)
+			if err != nil {
+				fail("subscribe %q: %v", dq.sql, err)
+			}
+			if refusal != nil {
+				continue
+			}
+			if *diffVerbose {
+				t.Logf("subscribe %d (touch, %s): %s binds %s", id, dq.shape, dq.sql, fmtBinds(dq.binds))
+			}
+			tw.subs = append(tw.subs, &touchSub{dsub: dsub{q: dq, id: id, rec: rec}, broken: -1})
+		}
+		if err := tw.observe(ctx, r.conn.PgConn(), nil, 0, 0); err != nil {
+			fail("touch reference: %v", err)
 		}
 		var wg sync.WaitGroup
 		var werr error
@@ -546,7 +644,7 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 			if *diffVerbose {
 				logf = t.Logf
 			}
-			commits, rollbacks, werr = runTxns(ctx, r.conn.PgConn(), plan, commit, logf)
+			commits, rollbacks, werr = runTxns(ctx, r.conn.PgConn(), plan, commit, logf, tw.observe)
 		}()
 		for range 6 {
 			if len(subs) > 0 && g.rng.IntN(4) == 0 {
@@ -588,6 +686,20 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 		total.commits += commits
 		total.rollbacks += rollbacks
 		r.quiesce(60 * time.Second)
+		// A dropped table is seen by a catalog check: run one now rather
+		// than wait for the next, then let its outputs through.
+		if err := r.e.CheckCatalog(ctx); err != nil {
+			fail("check catalog: %v", err)
+		}
+		r.quiesce(60 * time.Second)
+		if err := tw.check(total); err != nil {
+			fail("round %d: %v", round, err)
+		}
+		for _, ts := range tw.subs {
+			if err := r.e.Unsubscribe(ctx, ts.id); err != nil {
+				fail("unsubscribe: %v", err)
+			}
+		}
 
 		live := subs[:0]
 		for _, s := range subs {
@@ -603,6 +715,9 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 				fail("round %d: subscription %d has no answer after the engine quiesced: %s", round, s.id, s.q.sql)
 			}
 			want, err := r.reference(s.q.ref, s.q.binds)
+			if _, undefined := undefinedObject(err); undefined {
+				fail("round %d: subscription %d is live but its query no longer runs on PostgreSQL (%v): %s", round, s.id, err, s.q.sql)
+			}
 			if err != nil {
 				fail("reference query %q: %v", s.q.ref, err)
 			}
@@ -629,21 +744,35 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 
 // runTxns runs each list of statements as one transaction, committing it
 // when commit[i] (nil: always) and rolling it back otherwise or when a
-// statement fails (a unique violation, say).
-func runTxns(ctx context.Context, conn *pgconn.PgConn, txns [][]string, commit []bool, logf func(string, ...any)) (commits, rollbacks int, err error) {
+// statement fails (a unique violation, say). After each commit it calls
+// committed (when not nil) with the WAL insert positions read just before
+// and just after COMMIT: the commit's LSN lies in [before, after).
+func runTxns(ctx context.Context, conn *pgconn.PgConn, txns [][]string, commit []bool, logf func(string, ...any),
+	committed func(ctx context.Context, conn *pgconn.PgConn, stmts []string, before, after change.LSN) error) (commits, rollbacks int, err error) {
+	const lsnSQL = "SELECT pg_current_wal_insert_lsn()::text"
 	for i, stmts := range txns {
 		ok := commit == nil || commit[i]
 		sql := "BEGIN;\n" + strings.Join(stmts, ";\n") + ";\n"
 		if ok {
-			sql += "COMMIT"
+			sql += lsnSQL + ";\nCOMMIT;\n" + lsnSQL
 		} else {
 			sql += "ROLLBACK"
 		}
-		_, err := conn.Exec(ctx, sql).ReadAll()
+		res, err := conn.Exec(ctx, sql).ReadAll()
 		var pgErr *pgconn.PgError
 		switch {
 		case err == nil && ok:
 			commits++
+			if committed != nil {
+				before, e1 := change.ParseLSN(string(res[len(res)-3].Rows[0][0]))
+				after, e2 := change.ParseLSN(string(res[len(res)-1].Rows[0][0]))
+				if err := errors.Join(e1, e2); err != nil {
+					return commits, rollbacks, err
+				}
+				if err := committed(ctx, conn, stmts, before, after); err != nil {
+					return commits, rollbacks, err
+				}
+			}
 		case err == nil:
 			rollbacks++
 		case errors.As(err, &pgErr):
@@ -675,4 +804,161 @@ func reasonClass(reason string) string {
 		reason = reason[:i]
 	}
 	return strings.TrimSpace(reason)
+}
+
+// touchWatch follows touch-mode subscriptions: after every committed
+// transaction, whether it changed each one's result on PostgreSQL.
+type touchWatch struct {
+	subs  []*touchSub
+	txns  []touchTxn
+	first bool // the baseline has been read
+}
+
+type touchSub struct {
+	dsub
+	last   string // the result after the last transaction observed
+	broken int    // index in txns from which the query no longer runs (-1: runs)
+}
+
+// touchTxn is one committed transaction: the commit LSN lies in
+// [before, after); changed[i] says it changed subs[i]'s result.
+type touchTxn struct {
+	before, after change.LSN
+	changed       []bool
+	results       []string // each subscription's result after it, for failure messages
+	stmts         []string
+}
+
+// observe reads every subscription's result after a commit (or, the first
+// time, before any) and records which changed.
+func (w *touchWatch) observe(ctx context.Context, conn *pgconn.PgConn, stmts []string, before, after change.LSN) error {
+	tx := touchTxn{stmts: stmts, before: before, after: after, changed: make([]bool, len(w.subs)), results: make([]string, len(w.subs))}
+	for i, s := range w.subs {
+		if s.broken >= 0 {
+			continue
+		}
+		res := conn.ExecParams(ctx, s.q.ref, bindValues(s.q.binds), bindOIDs(s.q.binds), bindFormats(s.q.binds), nil).Read()
+		if res.Err != nil {
+			if _, undefined := undefinedObject(res.Err); !undefined {
+				return fmt.Errorf("touch reference %q: %w", s.q.ref, res.Err)
+			}
+			// A schema change broke the query: its subscription must
+			// end; it is not checked from here on.
+			s.broken = len(w.txns)
+			continue
+		}
+		now := canonical(res.Rows, s.q.ordered)
+		if w.first {
+			tx.changed[i] = now != s.last
+		}
+		s.last, tx.results[i] = now, now
+	}
+	if w.first {
+		w.txns = append(w.txns, tx)
+	}
+	w.first = true
+	return nil
+}
+
+// check verifies that every committed transaction after a subscription's
+// Accepted that changed its result was touched at its commit, and counts
+// the touches for transactions that changed nothing.
+func (w *touchWatch) check(total *diffTotals) error {
+	for i, s := range w.subs {
+		s.rec.mu.Lock()
+		outs := slices.Clone(s.rec.outs)
+		s.rec.mu.Unlock()
+		var accepted change.LSN
+		var touches []change.LSN
+		live := false
+		for _, o := range outs {
+			switch o.Kind {
+			case OutputAccepted:
+				accepted, live = o.LSN, true
+			case OutputTouched:
+				touches = append(touches, o.LSN)
+			case OutputRefused, OutputEnded:
+				live = false
+			}
+		}
+		if !live {
+			continue // ended by a schema change, or refused
+		}
+		total.touchSubs++
+		explained := make([]bool, len(touches))
+		for j, tx := range w.txns {
+			if s.broken >= 0 && j >= s.broken {
+				break
+			}
+			if tx.before <= accepted {
+				continue // in the hydrated result (or too close to tell)
+			}
+			found := false
+			for k, l := range touches {
+				if l >= tx.before && l < tx.after {
+					found = true
+					if tx.changed[i] {
+						explained[k] = true
+					}
+				}
+			}
+			if tx.changed[i] {
+				total.touchChanged++
+				if !found {
+					prev := ""
+					if j > 0 {
+						prev = w.txns[j-1].results[i]
+					}
+					return fmt.Errorf("touch subscription %d (%s) %s binds %s: the transaction committed in [%s, %s) changed its result, and no touched came at its commit (touched at %v, accepted at %s); the transaction: %s; result before:\n%s\nafter:\n%s",
+						s.id, s.q.shape, s.q.sql, fmtBinds(s.q.binds), tx.before, tx.after, touches, accepted, strings.Join(tx.stmts, "; "),
+						strings.ReplaceAll(prev, "\x00", " "), strings.ReplaceAll(tx.results[i], "\x00", " "))
+				}
+			}
+		}
+		total.touches += len(touches)
+		for _, e := range explained {
+			if !e {
+				total.falseTouches++
+			}
+		}
+	}
+	return nil
+}
+
+// canonical prints a result so that two results PostgreSQL may order
+// differently print the same: unordered rows sorted; ordered rows (whose
+// last column is their tie group) sorted within each tie group.
+func canonical(rows [][][]byte, ordered bool) string {
+	text := func(r [][]byte) string {
+		var b strings.Builder
+		for _, v := range r {
+			if v == nil {
+				b.WriteString("\x00N")
+			} else {
+				b.WriteString("\x00")
+				b.Write(v)
+			}
+		}
+		return b.String()
+	}
+	if !ordered {
+		all := make([]string, len(rows))
+		for i, r := range rows {
+			all[i] = text(r)
+		}
+		slices.Sort(all)
+		return strings.Join(all, "\n")
+	}
+	var out []string
+	for i := 0; i < len(rows); {
+		j := i
+		var group []string
+		for ; j < len(rows) && string(rows[j][len(rows[j])-1]) == string(rows[i][len(rows[i])-1]); j++ {
+			group = append(group, text(rows[j][:len(rows[j])-1]))
+		}
+		slices.Sort(group)
+		out = append(out, strings.Join(group, "\n"))
+		i = j
+	}
+	return strings.Join(out, "\n--\n")
 }

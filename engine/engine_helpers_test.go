@@ -170,13 +170,7 @@ func (r *rig) subscribe(sql string, binds ...query.Bind) (SubID, *recorder) {
 // reference runs sql on PostgreSQL and returns its rows in text form
 // (NULL as nil), in PostgreSQL's order.
 func (r *rig) reference(sql string, binds []query.Bind) ([][]*string, error) {
-	vals := make([][]byte, len(binds))
-	oids := make([]uint32, len(binds))
-	formats := make([]int16, len(binds))
-	for i, b := range binds {
-		vals[i], oids[i], formats[i] = b.Data, b.OID, int16(b.Format)
-	}
-	res := r.conn.PgConn().ExecParams(context.Background(), sql, vals, oids, formats, nil).Read()
+	res := r.conn.PgConn().ExecParams(context.Background(), sql, bindValues(binds), bindOIDs(binds), bindFormats(binds), nil).Read()
 	if res.Err != nil {
 		return nil, res.Err
 	}
@@ -414,4 +408,30 @@ func sameMultiset(got, want [][]*string) error {
 		}
 	}
 	return nil
+}
+
+// bindValues, bindOIDs and bindFormats split binds into ExecParams's
+// arguments.
+func bindValues(bs []query.Bind) [][]byte {
+	out := make([][]byte, len(bs))
+	for i, b := range bs {
+		out[i] = b.Data
+	}
+	return out
+}
+
+func bindOIDs(bs []query.Bind) []uint32 {
+	out := make([]uint32, len(bs))
+	for i, b := range bs {
+		out[i] = b.OID
+	}
+	return out
+}
+
+func bindFormats(bs []query.Bind) []int16 {
+	out := make([]int16, len(bs))
+	for i, b := range bs {
+		out[i] = int16(b.Format)
+	}
+	return out
 }

@@ -387,9 +387,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 			if after != nil {
 				if m, known := predMatch(js.preds[i], after); !known || !loaded(query.Row{srcVals(vs, after)}) {
 					clearTouched(js)
-					v.status = viewRefilling
-					s.touchSubs(v, lsn)
-					s.askRead(v)
+					s.refill(v, lsn)
 					return
 				} else if !m {
 					after = nil

@@ -510,6 +510,44 @@ func sameValue(a, b any) bool {
 	return reflect.DeepEqual(a, b)
 }
 
+// refill makes a live view re-read its result: the transaction committed
+// at lsn left it needing rows it does not hold. Until the read lands, every
+// transaction changing a row of its tables touches its touch-mode
+// subscribers (touchRefilling): the view cannot tell which change its
+// result.
+func (s *state) refill(v *view, lsn change.LSN) {
+	v.status = viewRefilling
+	s.touchSubs(v, lsn)
+	s.refilling = append(s.refilling, v)
+	s.askRead(v)
+}
+
+// touchRefilling marks dirty, for the transaction being applied, every
+// view re-reading its result that reads tb (finish touches them). A row
+// such a view does not hold yet may be in its result: a delete of it
+// carries only its key, and nothing else would route it to the view.
+func (s *state) touchRefilling(tb *table) {
+	live := s.refilling[:0]
+	for _, v := range s.refilling {
+		if v.status != viewRefilling {
+			continue
+		}
+		live = append(live, v)
+		if v.dirty {
+			continue
+		}
+		for _, vs := range v.srcs {
+			if vs.t == tb {
+				v.dirty = true
+				s.dirty = append(s.dirty, v)
+				break
+			}
+		}
+	}
+	clear(s.refilling[len(live):])
+	s.refilling = live
+}
+
 // touchSubs tells the view's touch-mode subscribers that the transaction
 // committed at lsn may have changed the result: the view is re-reading it,
 // and the delta it will send when the read lands comes later than lsn.
