@@ -95,7 +95,35 @@ const itemsSchema = `
 CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, price numeric(10,2), tags text[], at timestamptz);
 INSERT INTO items SELECT i, 'item ' || i, i * 0.75, ARRAY['t' || (i % 3), 'x'], '2024-01-01 00:00:00+00'::timestamptz + i * interval '1 hour'
 FROM generate_series(1, 200) i;
+CREATE TABLE makers (id int PRIMARY KEY, name text NOT NULL);
+INSERT INTO makers SELECT i, 'maker ' || i FROM generate_series(1, 10) i;
+ALTER TABLE items ADD COLUMN maker_id int REFERENCES makers(id);
+UPDATE items SET maker_id = 1 + id % 10;
 `
+
+type ItemMaker struct {
+	ItemName  string
+	MakerName string
+}
+
+const listItemMakers = `SELECT i.name, m.name FROM items i JOIN makers m ON m.id = i.maker_id WHERE i.id <= $1 ORDER BY i.id`
+
+func (q *Queries) ListItemMakers(ctx context.Context, maxID int32) ([]ItemMaker, error) {
+	rows, err := q.db.Query(ctx, listItemMakers, maxID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ItemMaker
+	for rows.Next() {
+		var i ItemMaker
+		if err := rows.Scan(&i.ItemName, &i.MakerName); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	return items, rows.Err()
+}
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -164,6 +192,7 @@ func TestSqlcPgx(t *testing.T) {
 		"get":   func(q *Queries) (any, error) { return q.GetItem(ctx, 7) },
 		"list":  func(q *Queries) (any, error) { return q.ListItems(ctx, "100", 25) },
 		"count": func(q *Queries) (any, error) { return q.CountItems(ctx, "item 1%") },
+		"join":  func(q *Queries) (any, error) { return q.ListItemMakers(ctx, 12) },
 	} {
 		var got any
 		warm(func() error { var err error; got, err = read(q); return err })
