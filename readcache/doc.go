@@ -92,13 +92,14 @@
 // (AppendKey, AppendArg) and looked up in place (ReadKey); each published
 // Result keeps, per adapter, its values already decoded (Result.Memo), so
 // a hit copies them instead of parsing text, until a delta publishes the
-// next Result; the time is read from a clock ticking every millisecond
-// (Now) rather than the system clock. What remains of a database/sql hit
-// is database/sql's own work (docs/benchmarks.md measures it).
+// next Result, whose first read decodes only the rows the delta changed;
+// the time is read from a clock ticking every millisecond (Now) rather
+// than the system clock. What remains of a database/sql hit is
+// database/sql's own work (docs/benchmarks.md measures it).
 //
 // # Not done yet
 //
 // Result sets are rebuilt (copy on write) on each delta, which costs
-// O(rows) per change of a large result, and the first read after a delta
-// decodes the whole result again.
+// O(rows) per change of a large result (the first read after a delta
+// decodes only the rows it changed, but copies the others' references).
 package readcache

@@ -265,3 +265,61 @@ func TestKeyAllocs(t *testing.T) {
 		t.Errorf("allocations per key = %v, want 0", n)
 	}
 }
+
+// TestMemoReuse: a result made by a delta offers its first Memo build what
+// the same slot derived from the previous result, and which of its rows
+// the delta left alone; the previous result is let go after that build,
+// and a slot that derived nothing before gets nothing.
+func TestMemoReuse(t *testing.T) {
+	acc := &wire.Accepted{ID: "q", Mode: wire.ModeRows, LSN: "0/1", Columns: []wire.Column{{Name: "v", TypeOID: 25}},
+		Rows: []wire.Row{{Key: "a", Values: []*string{sp("1")}}, {Key: "b", Values: []*string{sp("2")}}, {Key: "c", Values: []*string{sp("3")}}}}
+	delta := func(r *Result, js string) *Result {
+		t.Helper()
+		var d wire.Delta
+		if err := json.Unmarshal([]byte(js), &d); err != nil {
+			t.Fatal(err)
+		}
+		nr, err := r.apply(&d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nr
+	}
+	type seen struct {
+		prev any
+		from string
+	}
+	memo := func(r *Result, slot MemoSlot, name string) seen {
+		var got seen
+		r.Memo(slot, func(_ *Result, prev any, from []int32) any {
+			got = seen{prev, fmt.Sprint(from)}
+			return name
+		})
+		return got
+	}
+	r0 := newResult(acc)
+	if got := memo(r0, MemoDriver, "r0"); got.prev != nil || got.from != "[]" {
+		t.Errorf("first result: prev %v, from %s; want nothing", got.prev, got.from)
+	}
+	r1 := delta(r0, `{"lsn":"0/2","upsert":[{"key":"b","values":["22"]},{"key":"d","values":["4"]}],"remove":["c"],"order":["a","b","d"]}`)
+	if got := memo(r1, MemoDriver, "r1"); got.prev != "r0" || got.from != "[0 -1 -1]" {
+		t.Errorf("after a delta: prev %v, from %s; want r0, [0 -1 -1]", got.prev, got.from)
+	}
+	if r1.prev.Load() != nil {
+		t.Error("r1 still holds r0 after its first build")
+	}
+	if got := memo(r1, MemoPgx, "pgx"); got.prev != nil {
+		t.Errorf("a slot r0 had nothing in: prev %v, want nil", got.prev)
+	}
+	if n := ChangedRows([]int32{0, -1, -1}, 3); n != 2 {
+		t.Errorf("ChangedRows = %d, want 2", n)
+	}
+	r2 := delta(r1, `{"lsn":"0/3","upsert":[{"key":"a","values":["11"]}]}`)
+	r3 := delta(r2, `{"lsn":"0/4","upsert":[{"key":"d","values":["44"]}]}`)
+	if got := memo(r3, MemoDriver, "r3"); got.prev != nil {
+		t.Errorf("two deltas with no read between: prev %v, want nil (r2 derived nothing)", got.prev)
+	}
+	if got := rowsOf(r3); got != "a=11 b=22 d=44" {
+		t.Errorf("rows = %s", got)
+	}
+}

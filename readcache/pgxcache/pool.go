@@ -261,7 +261,9 @@ type decoded struct {
 // built in, decoded alike by every connection's type map.
 const firstNormalOID = 16384
 
-func decode(res *readcache.Result, m *pgtype.Map) *decoded {
+// decode decodes res; the rows of prev (the previous result's, when kept)
+// that the delta left alone are taken as they are (from).
+func decode(res *readcache.Result, prev *decoded, from []int32, m *pgtype.Map) *decoded {
 	d := &decoded{fields: make([]pgconn.FieldDescription, len(res.Columns)), vals: make([][]any, len(res.Rows))}
 	kept := make([]func() any, len(res.Columns))
 	for i, c := range res.Columns {
@@ -275,10 +277,14 @@ func decode(res *readcache.Result, m *pgtype.Map) *decoded {
 			kept[i] = natural(c.TypeOID)
 		}
 	}
-	flat := make([]any, len(res.Rows)*len(res.Columns))
 	n := len(res.Columns)
+	flat := make([]any, n*readcache.ChangedRows(from, len(res.Rows)))
 	for j, row := range res.Rows {
-		d.vals[j] = flat[j*n : (j+1)*n : (j+1)*n]
+		if from != nil && from[j] >= 0 {
+			d.vals[j] = prev.vals[from[j]]
+			continue
+		}
+		d.vals[j], flat = flat[:n:n], flat[n:]
 		for i, v := range row {
 			if v == nil || kept[i] == nil {
 				continue
@@ -385,7 +391,10 @@ func assign(dst, v any) bool {
 
 func newRows(res *readcache.Result, st *state, states *sync.Pool) *rows {
 	r := &rows{res: res, st: st, states: states, i: -1}
-	r.dec = res.Memo(readcache.MemoPgx, func(res *readcache.Result) any { return decode(res, st.m) }).(*decoded)
+	r.dec = res.Memo(readcache.MemoPgx, func(res *readcache.Result, prev any, from []int32) any {
+		p, _ := prev.(*decoded)
+		return decode(res, p, from, st.m)
+	}).(*decoded)
 	for _, f := range r.dec.fields {
 		if f.DataTypeOID >= firstNormalOID {
 			st.ownTypes(f.DataTypeOID)

@@ -194,6 +194,10 @@ func TestORMs(t *testing.T) {
 				}
 				return rows[0], nil
 			}, "ticket 1/owner two")
+			// The rows the change left alone were kept decoded, not re-read.
+			if got, want := fmt.Sprint(r.join(ctx, 5)), fmt.Sprint(r.join(readcache.ViaPostgres(ctx), 5)); got != want {
+				t.Fatalf("joined after the change: cached %s, PostgreSQL %s", got, want)
+			}
 
 			tx := cache.Stats().Postgres["transaction"]
 			if title, err := r.inTx(ctx, 7); err != nil || title != "changed" {

@@ -52,7 +52,9 @@ type decoded struct {
 	live  []int // columns decoded per read (types the database defines, or a value that failed to decode)
 }
 
-func decode(res *readcache.Result, m *pgtype.Map) *decoded {
+// decode decodes res; the rows of prev (the previous result's, when kept)
+// that the delta left alone are taken as they are (from).
+func decode(res *readcache.Result, prev *decoded, from []int32, m *pgtype.Map) *decoded {
 	d := &decoded{cols: make([]string, len(res.Columns)), vals: make([][]driver.Value, len(res.Rows))}
 	funcs := make([]func([]byte) (driver.Value, error), len(res.Columns))
 	for i, c := range res.Columns {
@@ -61,9 +63,19 @@ func decode(res *readcache.Result, m *pgtype.Map) *decoded {
 			funcs[i] = valueFunc(m, c.TypeOID)
 		}
 	}
-	flat := make([]driver.Value, len(res.Rows)*len(res.Columns))
+	if prev != nil {
+		for _, i := range prev.live {
+			funcs[i] = nil // its kept values are placeholders
+		}
+	}
+	n := len(res.Columns)
+	flat := make([]driver.Value, n*readcache.ChangedRows(from, len(res.Rows)))
 	for j, row := range res.Rows {
-		d.vals[j] = flat[j*len(res.Columns) : (j+1)*len(res.Columns) : (j+1)*len(res.Columns)]
+		if from != nil && from[j] >= 0 {
+			d.vals[j] = prev.vals[from[j]]
+			continue
+		}
+		d.vals[j], flat = flat[:n:n], flat[n:]
 		for i, v := range row {
 			if v == nil || funcs[i] == nil {
 				continue
@@ -89,7 +101,10 @@ func decode(res *readcache.Result, m *pgtype.Map) *decoded {
 
 func (r *rows) reset(c *Conn, res *readcache.Result, m *pgtype.Map) {
 	*r = rows{conn: c, res: res, m: m}
-	r.dec = res.Memo(readcache.MemoDriver, func(res *readcache.Result) any { return decode(res, m) }).(*decoded)
+	r.dec = res.Memo(readcache.MemoDriver, func(res *readcache.Result, prev any, from []int32) any {
+		p, _ := prev.(*decoded)
+		return decode(res, p, from, m)
+	}).(*decoded)
 }
 
 // Columns returns the result's column names (shared by every read of the
