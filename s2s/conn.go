@@ -53,7 +53,23 @@ func newConn(s *Server, ws *websocket.Conn, nc *sockConn, remote string) *conn {
 	c := &conn{s: s, ws: ws, nc: nc, remote: remote, q: newQueue(s.cfg.MaxQueueBytes, &s.queueN),
 		subs: map[string]*sub{}, failed: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	c.q.wake = c.wakeLocked
 	return c
+}
+
+// wakeLocked has the connection's frames written: by the server's
+// writers while the queue is pooled, otherwise by its write loop. c.q.mu
+// is held.
+func (c *conn) wakeLocked() {
+	q := c.q
+	if !q.pooled {
+		q.signal()
+		return
+	}
+	if !q.inPool {
+		q.inPool = true
+		c.s.writers.add(c)
+	}
 }
 
 // serve runs the connection until the client goes, the server shuts it
@@ -183,7 +199,7 @@ func (c *conn) push(b []byte) {
 		return // the connection is going; nothing more is sent
 	}
 	ok := c.q.pushLocked(b)
-	c.q.signal()
+	c.q.wakeLocked()
 	c.q.mu.Unlock()
 	if !ok {
 		c.overflow()
@@ -250,7 +266,7 @@ func (sb *sub) Send(o engine.Output) {
 	case engine.OutputRefused, engine.OutputEnded:
 		c.dropLocked(sb)
 		ok = c.q.pushLocked(frame)
-		c.q.signal() // the engine may send these outside a batch (Engine.Close)
+		c.q.wakeLocked() // the engine may send these outside a batch (Engine.Close)
 	default:
 		// Queued until Flush: a transaction's frames are written
 		// together, with one wake-up of the write loop.
@@ -497,8 +513,11 @@ func (c *conn) unsubscribe(id string) {
 	}
 }
 
-// writeLoop sends hello and the first lag frame, then the queue (the
-// server's lag loop queues the later lag frames).
+// writeLoop sends hello and the first lag frame, then hands the queue to
+// the server's writers (the server's lag loop queues the later lag
+// frames). It writes the queue itself when they hand it back: when the
+// socket would not take a write at once (the writers never wait on a
+// socket) or a drain is too big to try at once.
 func (c *conn) writeLoop() {
 	cfg := c.s.cfg
 	hello, _ := wire.Encode(&wire.Hello{
@@ -520,6 +539,7 @@ func (c *conn) writeLoop() {
 	stop := context.AfterFunc(c.ctx, c.q.signal)
 	defer stop()
 	var w drain
+	c.q.signal() // anything queued meanwhile; then to the writers
 	for {
 		<-c.q.ready
 		if c.ctx.Err() != nil {
@@ -530,9 +550,63 @@ func (c *conn) writeLoop() {
 			return
 		default:
 		}
+		c.q.mu.Lock()
+		owned := !c.q.pooled
+		c.q.mu.Unlock()
+		if !owned {
+			continue // a stale signal: the writers have the queue
+		}
 		w.items, _ = c.q.take(w.items)
 		if w.write(c.nc) != nil {
 			c.cancelLoops()
+			return
+		}
+		c.q.mu.Lock()
+		if len(c.q.items) > 0 {
+			c.q.signal() // more came while writing: write it here too
+		} else if c.nc.canTry() {
+			c.q.pooled = true // back to the writers
+		}
+		c.q.mu.Unlock()
+	}
+}
+
+// poolWrite is a writer's turn at the connection: it writes what is
+// queued without waiting on the socket, or hands the queue back to the
+// connection's write loop.
+func (c *conn) poolWrite(w *drain) {
+	q := c.q
+	for {
+		q.mu.Lock()
+		if q.closed || len(q.items) == 0 {
+			q.inPool = false
+			q.mu.Unlock()
+			return
+		}
+		if q.bytes+10*len(q.items) > sockBufMax {
+			// Too big to try at once: the write loop writes it.
+			q.pooled, q.inPool = false, false
+			q.signal()
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		w.items, _ = q.take(w.items)
+		done, err := w.try(c.nc)
+		if err != nil {
+			q.mu.Lock()
+			q.inPool = false
+			q.mu.Unlock()
+			go c.cancelLoops() // CloseNow waits for the connection's goroutines
+			return
+		}
+		if !done {
+			// The socket took part of it: the rest waits in nc for the
+			// write loop, which may wait on the socket.
+			q.mu.Lock()
+			q.pooled, q.inPool = false, false
+			q.signal()
+			q.mu.Unlock()
 			return
 		}
 	}
@@ -547,11 +621,10 @@ type drain struct {
 	ends    []int  // where each ends in touches
 }
 
-// write writes the drained items, each frame its own WebSocket message,
-// and forgets them.
-func (d *drain) write(nc *sockConn) error {
-	// Encode the touched frames first, one after another in one buffer:
-	// the messages slice it once it no longer grows.
+// frames turns the drained items into messages: the touched frames are
+// encoded one after another into one buffer, which the messages slice
+// once it no longer grows.
+func (d *drain) frames() [][]byte {
 	d.touches, d.ends = d.touches[:0], d.ends[:0]
 	for i := range d.items {
 		if t := d.items[i].touch; t != nil {
@@ -570,10 +643,28 @@ func (d *drain) write(nc *sockConn) error {
 		}
 		d.msgs = append(d.msgs, b)
 	}
-	err := nc.writeMessages(d.msgs)
+	return d.msgs
+}
+
+func (d *drain) forget() {
 	clear(d.msgs)
 	clear(d.items)
+}
+
+// write writes the drained items, each frame its own WebSocket message,
+// waiting on the socket as long as the write timeout allows.
+func (d *drain) write(nc *sockConn) error {
+	err := nc.writeMessages(d.frames())
+	d.forget()
 	return err
+}
+
+// try writes the drained items without waiting on the socket: what it
+// does not take now stays in nc for a write that may wait.
+func (d *drain) try(nc *sockConn) (bool, error) {
+	done, err := nc.tryMessages(d.frames())
+	d.forget()
+	return done, err
 }
 
 // cancelLoops ends both loops after a failed write.

@@ -50,6 +50,16 @@ type queue struct {
 	// arriving; endTxnLocked queues it as one frame. Its bytes count
 	// against the limit from the start.
 	touch *touchBatch
+	// wake asks for the queued frames to be written (called with mu
+	// held); nil wakes the write loop (signal).
+	wake func()
+
+	// Who writes the queue: while pooled, the server's writers; otherwise
+	// the connection's own write loop (before hello is sent, after a
+	// write the socket would not take at once, and for a drain too big
+	// to try at once). inPool: on the writers' list or being written by
+	// one of them.
+	pooled, inPool bool
 }
 
 func newQueue(limit int, total *atomic.Int64) *queue {
@@ -119,8 +129,17 @@ func (q *queue) endTxnLocked() {
 		q.touch = nil
 	}
 	if len(q.items) > 0 {
-		q.signal()
+		q.wakeLocked()
 	}
+}
+
+// wakeLocked asks for the queued frames to be written.
+func (q *queue) wakeLocked() {
+	if q.wake != nil {
+		q.wake()
+		return
+	}
+	q.signal()
 }
 
 // untouchLocked removes id from the touched frame being collected: a

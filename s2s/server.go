@@ -115,9 +115,11 @@ type Server struct {
 	tokenH  [32]byte
 	limiter *logLimiter
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // connections
+	writers *writers
+	writeWG sync.WaitGroup // the writers
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
@@ -143,6 +145,7 @@ func New(cfg Config) (*Server, error) {
 		conns:   map[*conn]struct{}{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.writers = newWriters(s.ctx, &s.writeWG)
 	if cfg.Tap != nil {
 		cfg.Tap.attach(s)
 	}
@@ -381,9 +384,11 @@ func (s *Server) closeAll(ctx context.Context, code websocket.StatusCode, reason
 	select {
 	case <-done:
 		s.cancel()
+		s.writeWG.Wait() // writers never wait on a socket
 		return nil
 	case <-ctx.Done():
 		s.cancel()
+		s.writeWG.Wait()
 		return fmt.Errorf("shut down s2s connections: %w", ctx.Err())
 	}
 }

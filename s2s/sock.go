@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -40,6 +41,104 @@ type sockConn struct {
 	armed   time.Time     // when the deadline was last set
 
 	stopped atomic.Bool // a close frame is coming: no more messages
+
+	rc      syscall.RawConn // for writes that do not wait; nil: none
+	pending []byte          // the part of a tried write the socket did not take
+}
+
+// newSockConn wraps nc, a *net.TCPConn for writes that do not wait.
+func newSockConn(nc net.Conn, timeout time.Duration) *sockConn {
+	c := &sockConn{Conn: nc, timeout: timeout}
+	if sc, ok := nc.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			c.rc = rc
+		}
+	}
+	return c
+}
+
+// canTry reports whether tryMessages may be used: the connection can
+// write without waiting and holds nothing a tried write left.
+func (c *sockConn) canTry() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rc != nil && len(c.pending) == 0 && c.err == nil
+}
+
+// flushPendingLocked writes what a tried write left, waiting on the
+// socket (within the write timeout): it goes before anything else.
+func (c *sockConn) flushPendingLocked() error {
+	if c.err != nil || len(c.pending) == 0 {
+		return c.err
+	}
+	c.armLocked()
+	_, c.err = c.Conn.Write(c.pending)
+	c.pending = c.pending[:0]
+	if cap(c.pending) > sockBufMax {
+		c.pending = nil
+	}
+	return c.err
+}
+
+// tryMessages writes msgs as text messages in one write that does not
+// wait: it reports whether the socket took all of it. What it did not
+// take stays pending, for writeMessages, Write or flushPending, which
+// may wait. The messages must fit sockBufMax (with their headers).
+func (c *sockConn) tryMessages(msgs [][]byte) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return false, c.err
+	}
+	if c.stopped.Load() {
+		return true, nil // a close frame is coming: nothing more is sent
+	}
+	buf := c.buf[:0]
+	for _, m := range msgs {
+		buf = append(appendHeader(buf, len(m)), m...)
+	}
+	c.buf = buf[:0]
+	if len(c.pending) > 0 || c.rc == nil {
+		c.pending = append(c.pending, buf...)
+		return false, nil
+	}
+	var n int
+	var werr error
+	err := c.rc.Write(func(fd uintptr) bool {
+		for n < len(buf) {
+			k, err := syscall.Write(int(fd), buf[n:])
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil {
+				if err != syscall.EAGAIN {
+					werr = err
+				}
+				break
+			}
+			n += k
+		}
+		return true // never wait here
+	})
+	if err == nil {
+		err = werr
+	}
+	if err != nil {
+		c.err = err
+		return false, err
+	}
+	if n < len(buf) {
+		c.pending = append(c.pending, buf[n:]...)
+		return false, nil
+	}
+	return true, nil
+}
+
+// flushPending writes what a tried write left (the write loop's part).
+func (c *sockConn) flushPending() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.flushPendingLocked()
 }
 
 // armLocked keeps the socket's write deadline at least 0.9 times the
@@ -63,8 +162,8 @@ func (c *sockConn) armLocked() {
 func (c *sockConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.err != nil {
-		return 0, c.err
+	if err := c.flushPendingLocked(); err != nil {
+		return 0, err
 	}
 	c.armLocked()
 	n, err := c.Conn.Write(p)
@@ -91,8 +190,8 @@ func appendHeader(dst []byte, n int) []byte {
 func (c *sockConn) writeMessages(msgs [][]byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.err != nil {
-		return c.err
+	if err := c.flushPendingLocked(); err != nil {
+		return err
 	}
 	if c.stopped.Load() {
 		return errStopped
@@ -158,7 +257,7 @@ func (w *sockWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		nc.Close()
 		return nil, nil, errors.New("connection hijacked twice")
 	}
-	w.sc = &sockConn{Conn: nc, timeout: w.timeout}
+	w.sc = newSockConn(nc, w.timeout)
 	brw.Writer.Reset(w.sc)
 	return w.sc, brw, nil
 }

@@ -3,6 +3,7 @@ package s2s
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -128,5 +129,112 @@ func TestSockDeadline(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		go io.Copy(io.Discard, b)
 		t.Fatal("write to a peer that does not read did not end at the write timeout")
+	}
+}
+
+// readFrames parses n final, unmasked text frames from r.
+func readFrames(r io.Reader, n int) ([]string, error) {
+	var out []string
+	hdr := make([]byte, 10)
+	for range n {
+		if _, err := io.ReadFull(r, hdr[:2]); err != nil {
+			return out, err
+		}
+		size := int(hdr[1] & 0x7f)
+		switch size {
+		case 126:
+			if _, err := io.ReadFull(r, hdr[2:4]); err != nil {
+				return out, err
+			}
+			size = int(hdr[2])<<8 | int(hdr[3])
+		case 127:
+			if _, err := io.ReadFull(r, hdr[2:10]); err != nil {
+				return out, err
+			}
+			size = 0
+			for _, b := range hdr[2:10] {
+				size = size<<8 | int(b)
+			}
+		}
+		if hdr[0] != 0x81 {
+			return out, errors.New("not a final text frame")
+		}
+		p := make([]byte, size)
+		if _, err := io.ReadFull(r, p); err != nil {
+			return out, err
+		}
+		out = append(out, string(p))
+	}
+	return out, nil
+}
+
+// TestSockTry: writes that do not wait fill a socket whose peer does not
+// read; the part it did not take is kept and written, in order, before
+// anything else once the peer reads.
+func TestSockTry(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newSockConn(nc, 10*time.Second)
+	defer c.Close()
+	if !c.canTry() {
+		t.Fatal("canTry on a fresh TCP connection = false, want true")
+	}
+	var want []string
+	for i := 0; ; i++ {
+		if i > 100000 {
+			t.Fatal("the socket took 100,000 tried writes from a peer that does not read")
+		}
+		m := fmt.Sprintf("message %d %s", i, strings.Repeat("x", 1000))
+		want = append(want, m)
+		done, err := c.tryMessages([][]byte{[]byte(m)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !done {
+			break
+		}
+	}
+	if c.canTry() {
+		t.Fatal("canTry with a write left over = true, want false")
+	}
+	// A control frame written by the library goes after what was left.
+	want = append(want, "after")
+	got := make(chan []string, 1)
+	go func() {
+		f, err := readFrames(peer, len(want))
+		if err != nil {
+			t.Errorf("read frames: %v", err)
+		}
+		got <- f
+	}()
+	if _, err := c.Write(appendHeader(nil, len("after"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	f := <-got
+	if len(f) != len(want) {
+		t.Fatalf("peer read %d frames, want %d", len(f), len(want))
+	}
+	for i := range want {
+		if f[i] != want[i] {
+			t.Fatalf("frame %d = %.30q, want %.30q", i, f[i], want[i])
+		}
+	}
+	if !c.canTry() {
+		t.Fatal("canTry after the rest was written = false, want true")
 	}
 }
