@@ -117,6 +117,8 @@ func TestBenchS2S(t *testing.T) {
 	// of the frames this server writes (the row's values are
 	// ["1","<ts>"]) rather than a full JSON decode, which took 40% of the
 	// client's CPU from the two cores the server runs on too.
+	var closing atomic.Bool // the client is closing its sockets
+	var lost atomic.Int64   // sockets the server closed before that
 	read := func(socks []*sock, accepted *sync.WaitGroup, wg *sync.WaitGroup) {
 		valuesAt := []byte(`"values":["`)
 		for _, s := range socks {
@@ -128,6 +130,9 @@ func TestBenchS2S(t *testing.T) {
 				for {
 					_, r, err := s.ws.Reader(ctx)
 					if err != nil {
+						if !closing.Load() {
+							lost.Add(1) // the server closed it (a slow consumer)
+						}
 						return
 					}
 					buf.Reset()
@@ -281,9 +286,18 @@ func TestBenchS2S(t *testing.T) {
 			t.Logf("fan-out sockets=1000 txns=%d (%.0f/s) rows delivered=%d in %.1fs = %.0f rows/s; latency p50=%.2fms p99=%.2fms (CPU s: server %.2f of which kernel %.2f, client %.2f; load %s)",
 				txns, float64(txns)/wrote.Seconds(), total, elapsed.Seconds(), float64(total)/elapsed.Seconds(), pct(lat, 0.5), pct(lat, 0.99), s1-s0, k1-k0, c1-c0, load())
 		}
+		closing.Store(true)
 		for _, s := range socks {
 			s.ws.Close(websocket.StatusNormalClosure, "")
 		}
 		wg.Wait()
+		if k := lost.Swap(0); k > 0 {
+			log := stderr.Bytes()
+			if len(log) > 1500 {
+				log = log[len(log)-1500:]
+			}
+			t.Logf("sockets=%d: %d closed by the server before the end; the server's log ends:\n%s", n, k, log)
+		}
+		closing.Store(false)
 	}
 }

@@ -7,9 +7,14 @@
 // loop (frames to it), in the style of nats-server. Outputs of the engine
 // reach a connection through a Sink the server hands to the engine for each
 // subscription; the sink never blocks: it appends the encoded frame to the
-// connection's outgoing queue, which is bounded in bytes. A connection whose
-// queue passes the bound is closed (a slow consumer) and its subscriptions
-// end; the engine and every other connection go on.
+// connection's outgoing queue, which is bounded in bytes, and at the end
+// of each transaction (engine.Flusher) asks for the queue to be written.
+// The server's writers (a goroutine per processor) write queues to
+// sockets with writes that never wait; a socket that does not take a
+// write at once is left to its connection's write loop, which may wait
+// (within Config.WriteTimeout). A connection whose queue passes the bound
+// is closed (a slow consumer) and its subscriptions end; the engine and
+// every other connection go on.
 //
 // The engine is consumed through the small Engine interface declared here
 // (*engine.Engine is one). Its sinks are called from one goroutine in

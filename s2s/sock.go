@@ -93,6 +93,9 @@ func (c *sockConn) tryMessages(msgs [][]byte) (bool, error) {
 	if c.stopped.Load() {
 		return true, nil // a close frame is coming: nothing more is sent
 	}
+	// The write does not wait, but Go refuses any write on a socket whose
+	// deadline has passed: keep it ahead as for the writes that wait.
+	c.armLocked()
 	buf := c.buf[:0]
 	for _, m := range msgs {
 		buf = append(appendHeader(buf, len(m)), m...)

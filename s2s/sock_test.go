@@ -238,3 +238,39 @@ func TestSockTry(t *testing.T) {
 		t.Fatal("canTry after the rest was written = false, want true")
 	}
 }
+
+// TestSockTryAfterTimeout: a write that does not wait still succeeds long
+// after the socket's last write (Go refuses writes past a deadline, so the
+// deadline must be kept ahead for these too).
+func TestSockTryAfterTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newSockConn(nc, 20*time.Millisecond)
+	defer c.Close()
+	// A write that waits sets the deadline (hello does in the server).
+	if err := c.writeMessages([][]byte{[]byte("hello")}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		time.Sleep(50 * time.Millisecond) // past the timeout since the last write
+		if done, err := c.tryMessages([][]byte{[]byte("m")}); !done || err != nil {
+			t.Fatalf("write %d: done %v, err %v; want done", i, done, err)
+		}
+	}
+	f, err := readFrames(peer, 4)
+	if err != nil || len(f) != 4 {
+		t.Fatalf("peer read %q, %v; want four frames", f, err)
+	}
+}
