@@ -168,24 +168,29 @@ func readFrames(r io.Reader, n int) ([]string, error) {
 	return out, nil
 }
 
-// TestSockTry: writes that do not wait fill a socket whose peer does not
-// read; the part it did not take is kept and written, in order, before
-// anything else once the peer reads.
-func TestSockTry(t *testing.T) {
+// tcpPair returns the two ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (nc, peer net.Conn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
+	if peer, err = net.Dial("tcp", ln.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
-	defer peer.Close()
-	nc, err := ln.Accept()
-	if err != nil {
+	t.Cleanup(func() { peer.Close() })
+	if nc, err = ln.Accept(); err != nil {
 		t.Fatal(err)
 	}
+	return nc, peer
+}
+
+// TestSockTry: writes that do not wait fill a socket whose peer does not
+// read; the part it did not take is kept and written, in order, before
+// anything else once the peer reads.
+func TestSockTry(t *testing.T) {
+	nc, peer := tcpPair(t)
 	c := newSockConn(nc, 10*time.Second)
 	defer c.Close()
 	if !c.canTry() {
@@ -243,20 +248,7 @@ func TestSockTry(t *testing.T) {
 // after the socket's last write (Go refuses writes past a deadline, so the
 // deadline must be kept ahead for these too).
 func TestSockTryAfterTimeout(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	nc, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, peer := tcpPair(t)
 	c := newSockConn(nc, 20*time.Millisecond)
 	defer c.Close()
 	// A write that waits sets the deadline (hello does in the server).
