@@ -226,6 +226,14 @@ func Lookups() []Lookup {
 			},
 		},
 		{
+			Name: "priority_any", Why: "= ANY of an array bind (the way a team avoids IN-list expansion)",
+			Args: func(r *rand.Rand, w *World) []any { return []any{org(r, w), "{4,5}"} },
+			Run: func(ctx context.Context, db *gorm.DB, a []any) (any, error) {
+				return find[TicketRow](db.WithContext(ctx).Table("tickets").Select(rowCols).
+					Where("org_id = ? AND priority = ANY(?::int[])", i64(a[0]), a[1]).Order("id"))
+			},
+		},
+		{
 			Name: "created_between", Why: "a time range on a timestamptz column",
 			Args: func(r *rand.Rand, w *World) []any {
 				span := w.Last.Sub(w.First)
