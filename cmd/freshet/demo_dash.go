@@ -312,6 +312,7 @@ func (ld *demoLoad) statsJSON(sn *snapshot) ([]byte, error) {
 			"by_lookup":        byLookup,
 		},
 		"routes": map[string]any{
+			"refusal_codes":       ld.st.refusals.Counts(),
 			"cache_per_second":    sn.CachePS,
 			"postgres_per_second": sn.PGPS,
 			"hit_ratio_second":    sn.HitNow,

@@ -52,7 +52,7 @@ type prober struct {
 func newProber(st *demoStack, id int) (*prober, error) {
 	m := pgtype.NewMap()
 	ps, _ := readcache.Params(m, []any{int32(id)})
-	db, err := stdlib.Open(st.dsn, st.cacheConfig())
+	db, err := stdlib.Open(st.dsn, st.cacheConfig(nil))
 	if err != nil {
 		return nil, fmt.Errorf("open the lag probe's read cache: %w", err)
 	}

@@ -176,7 +176,7 @@ func (ld *demoLoad) VerifyOnce(ctx context.Context, r *rand.Rand, settle time.Du
 	var rep ticketdesk.VerifyReport
 	var err error
 	for try := 0; ; try++ {
-		rep, err = ticketdesk.Verify(ctx, ld.st.verifyDB, ld.st.direct, ld.Active(), ld.st.world, r, ticketdesk.VerifyConfig{Settle: settle})
+		rep, err = ticketdesk.Verify(ctx, ld.st.verifyDB, ld.st.direct, ld.Active(), ld.st.world, r, ld.st.verifyConfig(settle))
 		// After a schema change, each pooled connection's prepared
 		// statement of a query fails once ("cached plan must not change
 		// result type"); pgx then forgets it. No answer was read, so

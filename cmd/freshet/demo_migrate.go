@@ -200,7 +200,7 @@ func (m *Main) runMigration(ctx context.Context, st *demoStack, cfg *demoConfig)
 		fixed.Args = func(*rand.Rand, *ticketdesk.World) []any { return args }
 		ok := false
 		for try := 0; try < 50 && !ok; try++ {
-			rep, err := ticketdesk.Verify(ctx, st.verifyDB, st.direct, []ticketdesk.Lookup{fixed}, st.world, r, ticketdesk.VerifyConfig{Settle: cfg.Settle})
+			rep, err := ticketdesk.Verify(ctx, st.verifyDB, st.direct, []ticketdesk.Lookup{fixed}, st.world, r, st.verifyConfig(cfg.Settle))
 			if err != nil {
 				return res, fmt.Errorf("migrate %s: read %s before the change: %w", cfg.Kind, name, err)
 			}

@@ -161,7 +161,7 @@ func (m *Main) verify(ctx context.Context, cfg *demoConfig, ld *demoLoad) error 
 	}
 	mms := rep.Mismatches
 	tw := tabwriter.NewWriter(m.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "lookup\texpect\tcached read\tagreed\t")
+	fmt.Fprintln(tw, "lookup\texpect\tcached read\trefusal code\tagreed\t")
 	for _, lr := range rep.Lookups {
 		agreed := "at once"
 		switch {
@@ -170,7 +170,7 @@ func (m *Main) verify(ctx context.Context, cfg *demoConfig, ld *demoLoad) error 
 		case lr.AgreedAfterSettle > 0:
 			agreed = "after a re-read"
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t\n", lr.Name, lr.Expect, routeNames(lr.Routes), agreed)
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t\n", lr.Name, lr.Expect, routeNames(lr.Routes), routeNames(lr.Refusals), agreed)
 	}
 	tw.Flush()
 	fmt.Fprintf(m.Stdout, "verify: %d lookups, %d answers compared, %d mismatches\n", len(rep.Lookups), rep.Compared, len(mms))

@@ -44,11 +44,14 @@ type demoStack struct {
 	cache     *readcache.Cache
 	verifySQL *sql.DB
 	verifyDB  *gorm.DB // the verifier's own pool through its own read cache
-	direct    *gorm.DB // reads and writes straight to PostgreSQL
-	directSQL *sql.DB  // the same pool
-	world     *ticketdesk.World
-	extra     []ticketdesk.Lookup // lookups a migration adds to the desk's
-	extraOn   bool                // whether they are in use from the start
+	// refusals and verifyRefusals keep the engine's refusal codes seen
+	// by the readers' and the verifier's caches.
+	refusals, verifyRefusals *ticketdesk.RefusalLog
+	direct                   *gorm.DB // reads and writes straight to PostgreSQL
+	directSQL                *sql.DB  // the same pool
+	world                    *ticketdesk.World
+	extra                    []ticketdesk.Lookup // lookups a migration adds to the desk's
+	extraOn                  bool                // whether they are in use from the start
 }
 
 // openStack starts (or connects to) PostgreSQL, makes sure the schema and
@@ -108,7 +111,10 @@ func (m *Main) openStack(ctx context.Context, cfg *demoConfig) (st *demoStack, e
 	} else if u, ok := strings.CutSuffix(st.url, wire.Path); ok {
 		st.http = "http" + strings.TrimPrefix(u, "ws")
 	}
-	if st.cachedSQL, err = stdlib.Open(st.dsn, st.cacheConfig()); err != nil {
+	// Each pool's cache logs through a RefusalLog, which keeps the
+	// engine's refusal code of every query it refused.
+	st.refusals, st.verifyRefusals = ticketdesk.NewRefusalLog(st.log.Handler()), ticketdesk.NewRefusalLog(st.log.Handler())
+	if st.cachedSQL, err = stdlib.Open(st.dsn, st.cacheConfig(st.refusals)); err != nil {
 		return st, fmt.Errorf("open the read cache: %w", err)
 	}
 	st.cache = stdlib.CacheOf(st.cachedSQL)
@@ -117,7 +123,7 @@ func (m *Main) openStack(ctx context.Context, cfg *demoConfig) (st *demoStack, e
 	}
 	// The verifier has a pool and a cache of its own, so that how its
 	// reads are routed is observed exactly (ticketdesk.VerifyConfig.Stats).
-	if st.verifySQL, err = stdlib.Open(st.dsn, st.cacheConfig()); err != nil {
+	if st.verifySQL, err = stdlib.Open(st.dsn, st.cacheConfig(st.verifyRefusals)); err != nil {
 		return st, fmt.Errorf("open the verifier's read cache: %w", err)
 	}
 	if st.verifyDB, err = gorm.Open(postgres.New(postgres.Config{Conn: st.verifySQL}), &gorm.Config{Logger: logger.Discard}); err != nil {
@@ -126,11 +132,21 @@ func (m *Main) openStack(ctx context.Context, cfg *demoConfig) (st *demoStack, e
 	return st, nil
 }
 
-// cacheConfig is the read cache's configuration: defaults, on the engine.
-func (st *demoStack) cacheConfig() readcache.Config {
+// cacheConfig is the read cache's configuration: defaults, on the engine,
+// logging through h (nil: the demo's logger).
+func (st *demoStack) cacheConfig(h slog.Handler) readcache.Config {
 	rcfg := readcache.DefaultConfig()
 	rcfg.URL, rcfg.Token, rcfg.Logger = st.url, st.cfg.Token, st.log
+	if h != nil {
+		rcfg.Logger = slog.New(h)
+	}
 	return rcfg
+}
+
+// verifyConfig is the verifier's configuration: refusals are checked
+// against the codes the verifier's cache saw.
+func (st *demoStack) verifyConfig(settle time.Duration) ticketdesk.VerifyConfig {
+	return ticketdesk.VerifyConfig{Settle: settle, RefusalCode: st.verifyRefusals.Code}
 }
 
 // openDirect opens GORM straight on PostgreSQL, and returns its pool.
