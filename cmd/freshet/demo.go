@@ -64,6 +64,7 @@ type demoConfig struct {
 	Samples int
 	// bench
 	Concurrency int
+	PerLookup   time.Duration
 	// migrate
 	Kind string
 	Load time.Duration
@@ -108,11 +109,14 @@ func (m *Main) parseDemoFlags(sub string, args []string) (*demoConfig, error) {
 	case "lag":
 		fs.IntVar(&c.Samples, "samples", 200, "stamps to measure")
 		fs.IntVar(&c.Readers, "readers", 0, "readers calling the desk's lookups through the cache while measuring")
+		fs.Float64Var(&c.ReadRate, "read-rate", 2000, "reads per second of all readers together; 0 reads flat out")
 	case "bench":
 		fs.IntVar(&c.Concurrency, "concurrency", 16, "goroutines reading at once, on each route")
-		fs.DurationVar(&c.Duration, "duration", 5*time.Second, "how long each route is measured")
+		fs.DurationVar(&c.Duration, "duration", 5*time.Second, "how long each route is measured with every lookup mixed")
+		fs.DurationVar(&c.PerLookup, "per-lookup", time.Second, "how long each route is measured with each lookup alone")
 	case "migrate":
 		fs.IntVar(&c.Readers, "readers", 16, "readers calling the desk's lookups through the cache during the migration")
+		fs.Float64Var(&c.ReadRate, "read-rate", 2000, "reads per second of all readers together; 0 reads flat out")
 		fs.DurationVar(&c.Load, "load", 5*time.Second, "how long the load runs before and after the schema change")
 		fs.DurationVar(&c.Settle, "settle", 3*time.Second, "how long a differing pair is re-read before it counts as a mismatch")
 	}
@@ -167,8 +171,8 @@ func (m *Main) parseDemoFlags(sub string, args []string) (*demoConfig, error) {
 		return nil, bad("durations: want 0 or more")
 	case sub == "lag" && c.Samples < 1:
 		return nil, bad("--samples %d: want 1 or more", c.Samples)
-	case sub == "bench" && (c.Concurrency < 1 || c.Duration <= 0):
-		return nil, bad("--concurrency and --duration: want 1 or more and a positive duration")
+	case sub == "bench" && (c.Concurrency < 1 || c.Duration <= 0 || c.PerLookup <= 0):
+		return nil, bad("--concurrency, --duration and --per-lookup: want 1 or more and positive durations")
 	case (sub == "seed" || sub == "serve") && c.DSN == "":
 		return nil, bad("%s: no database given: pass --dsn 'postgres://user@host/db'", sub)
 	}

@@ -68,8 +68,8 @@ func (s *sampler) Sample(ctx context.Context) *snapshot {
 	now := time.Now()
 	sn := &snapshot{At: now, Uptime: now.Sub(s.start).Truncate(time.Second), Writer: ld.writerStats(),
 		Cache: ld.st.cache.Stats(), PGPS: map[string]float64{}, HitNow: -1, HitTotal: -1, EngineLag: ld.st.engineLag(ctx), Readers: ld.cfg.Readers}
+	sn.Reads = ld.readsTotal()
 	for i := range ld.reads {
-		sn.Reads += ld.reads[i].n.Load()
 		sn.ReadErrs += ld.reads[i].errs.Load()
 	}
 	if ld.probe != nil {

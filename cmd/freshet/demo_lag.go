@@ -174,8 +174,13 @@ func (m *Main) lag(ctx context.Context, cfg *demoConfig, st *demoStack, ld *demo
 	if _, err := p.Sample(ctx, 30*time.Second); err != nil {
 		return quiet(ctx, err)
 	}
+	if cfg.Readers > 0 {
+		m.say("warming the readers' working set (until no new subscription for 2s)...")
+		ld.WaitWarm(ctx, 2*time.Second, time.Minute)
+	}
 	m.say("measuring %d stamps with the writer at %v transactions/s and %d readers", cfg.Samples, cfg.Rate, cfg.Readers)
 	var ds []time.Duration
+	reads0, start := ld.readsTotal(), time.Now()
 	var engineLag []time.Duration
 	for range cfg.Samples {
 		d, err := p.Sample(ctx, 30*time.Second)
@@ -200,6 +205,9 @@ func (m *Main) lag(ctx context.Context, cfg *demoConfig, st *demoStack, ld *demo
 		fmt.Fprintf(m.Stdout, "engine heartbeat lag (its /stats, sampled with each stamp): p50 %.0f ms  p99 %.0f ms  max %.0f ms\n", ms(e.P50), ms(e.P99), ms(e.Max))
 	}
 	fmt.Fprintf(m.Stdout, "writer: %s\n", writerLine(ws))
+	if cfg.Readers > 0 {
+		fmt.Fprintf(m.Stdout, "readers: %d, %.0f reads/s while measuring\n", cfg.Readers, float64(ld.readsTotal()-reads0)/time.Since(start).Seconds())
+	}
 	fmt.Fprintf(m.Stdout, "%s\n", loadAvg())
 	p.mu.Lock()
 	if len(p.fallbacks) > 0 {

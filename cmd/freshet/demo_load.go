@@ -242,6 +242,27 @@ func (ld *demoLoad) argsOf(i int, r *rand.Rand) []any {
 	return ks[r.Intn(len(ks))]
 }
 
+// WaitWarm waits until the readers' cache has made no new subscription
+// (no first answer) for quiet, or until limit.
+func (ld *demoLoad) WaitWarm(ctx context.Context, quiet, limit time.Duration) {
+	end := time.Now().Add(limit)
+	last, since := ld.st.cache.Stats().Misses, time.Now()
+	for time.Since(since) < quiet && time.Now().Before(end) && ctx.Err() == nil {
+		time.Sleep(200 * time.Millisecond)
+		if n := ld.st.cache.Stats().Misses; n != last {
+			last, since = n, time.Now()
+		}
+	}
+}
+
+// readsTotal is how many reads the readers made.
+func (ld *demoLoad) readsTotal() (n int64) {
+	for i := range ld.reads {
+		n += ld.reads[i].n.Load()
+	}
+	return n
+}
+
 // Active returns the lookups in use, drawing their arguments as argsOf
 // does.
 func (ld *demoLoad) Active() []ticketdesk.Lookup {

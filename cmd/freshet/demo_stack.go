@@ -129,6 +129,11 @@ func (m *Main) openStack(ctx context.Context, cfg *demoConfig) (st *demoStack, e
 	if st.verifyDB, err = gorm.Open(postgres.New(postgres.Config{Conn: st.verifySQL}), &gorm.Config{Logger: logger.Discard}); err != nil {
 		return st, fmt.Errorf("open GORM over the verifier's read cache: %w", err)
 	}
+	// database/sql keeps 2 idle connections by default: with 16 readers
+	// many reads sent to PostgreSQL would open a connection of their own.
+	for _, db := range []*sql.DB{st.cachedSQL, st.verifySQL, st.directSQL} {
+		db.SetMaxIdleConns(64)
+	}
 	return st, nil
 }
 
