@@ -232,7 +232,7 @@ func (c *Core) Advance(lsn change.LSN) { c.st.advance(lsn) }
 // position. With err, the view's subscriptions are refused with it. The
 // core keeps rows.
 func (c *Core) ReadDone(id ReadID, snap Snapshot, rows []query.Row, complete bool, err error) {
-	c.st.readDone(id, snap, rows, complete, err)
+	c.st.readDone(id, snap, rows, nil, complete, err)
 }
 
 // Tables returns the tables the views read, by OID: what a catalog check

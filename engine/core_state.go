@@ -66,6 +66,7 @@ type read struct {
 	done     bool
 	snap     Snapshot
 	rows     []query.Row
+	held     []rowVals // a single-table read's rows, encoded (readHeld)
 	complete bool
 }
 
@@ -528,7 +529,7 @@ func (s *state) oldRow(tb *table, ch *change.Change) (string, []any) {
 // row's key and, for an insert or an update, the new row's key and values
 // (values the change did not send filled from priv's row). ok is false
 // when the new row's key is unknown.
-func (s *state) replayRow(tb *table, ch *change.Change, priv map[string][]any) (oldKey, newKey string, newVals []any, ok bool) {
+func (s *state) replayRow(tb *table, ch *change.Change, priv func(key string) []any) (oldKey, newKey string, newVals []any, ok bool) {
 	oldKey, _ = s.oldRow(tb, ch)
 	if ch.Op == change.OpDelete {
 		return oldKey, "", nil, true
@@ -537,7 +538,11 @@ func (s *state) replayRow(tb *table, ch *change.Change, priv map[string][]any) (
 		nv, _ := tb.decodeRow(ch.Rel, ch.New, nil, s.opts.Types)
 		oldKey, _ = tb.keyOf(nv)
 	}
-	newVals, _ = tb.decodeRow(ch.Rel, ch.New, priv[oldKey], s.opts.Types)
+	var fill []any
+	if missing(ch.New) {
+		fill = priv(oldKey)
+	}
+	newVals, _ = tb.decodeRow(ch.Rel, ch.New, fill, s.opts.Types)
 	newKey, ok = tb.keyOf(newVals)
 	return oldKey, newKey, newVals, ok
 }
@@ -812,7 +817,7 @@ func (s *state) relation(rel *change.Relation) {
 }
 
 // readDone records a read's result and lands it when it can.
-func (s *state) readDone(id ReadID, snap Snapshot, rows []query.Row, complete bool, err error) {
+func (s *state) readDone(id ReadID, snap Snapshot, rows []query.Row, held []rowVals, complete bool, err error) {
 	r := s.reads[id]
 	if r == nil {
 		return
@@ -827,7 +832,7 @@ func (s *state) readDone(id ReadID, snap Snapshot, rows []query.Row, complete bo
 	if !r.done {
 		s.doneReads = append(s.doneReads, id)
 	}
-	r.done, r.snap, r.rows, r.complete = true, snap, rows, complete
+	r.done, r.snap, r.rows, r.held, r.complete = true, snap, rows, held, complete
 	s.land()
 }
 
@@ -922,8 +927,14 @@ func (s *state) landRead(r *read) {
 	vs := v.srcs[0]
 	tb := vs.t
 	rs := newRset(v.plan, s.opts.WindowMargin)
-	complete := !rs.window || r.complete || r.want == 0 || int64(len(r.rows)) < r.want
-	priv := make(map[string][]any, len(r.rows))
+	n := len(r.rows) + len(r.held)
+	complete := !rs.window || r.complete || r.want == 0 || int64(n) < r.want
+	priv := make(map[string]rowVals, n)
+	add := func(k string, rv rowVals) {
+		priv[k] = rv
+		rs.remove(k)
+		rs.insert(rs.newEntry(k, &heldRow{rowVals: rv}, v))
+	}
 	for _, row := range r.rows {
 		if len(row) == 0 || row[0] == nil {
 			continue
@@ -937,15 +948,25 @@ func (s *state) landRead(r *read) {
 				vals[p] = row[0][j]
 			}
 		}
-		k, ok := tb.keyOf(vals)
-		if !ok {
-			continue
+		if k, ok := tb.keyOf(vals); ok {
+			add(k, tb.encode(vals))
 		}
-		priv[k] = vals
-		e := rs.newEntry(k, &heldRow{rowVals: tb.encode(vals)}, v, vals)
-		rs.remove(k)
-		rs.insert(e)
 	}
+	identity := vs.identityLayout()
+	var at []int
+	var scratch []string
+	if !identity {
+		at = vs.layoutSlots()
+	}
+	for _, rv := range r.held {
+		if !identity {
+			rv = relayout(rv, at, &scratch)
+		}
+		if k, ok := tb.keyOfHeld(rv); ok {
+			add(k, rv)
+		}
+	}
+	r.rows, r.held = nil, nil
 	// The read's last row bounds what a window knows: it was cut there.
 	rs.complete = complete
 	if !rs.complete && len(rs.list) > 0 {
@@ -973,7 +994,7 @@ func (s *state) landRead(r *read) {
 		if ch.Rel == nil || ch.Rel.OID != tb.oid {
 			return true
 		}
-		oldKey, newKey, newVals, kok := s.replayRow(tb, ch, priv)
+		oldKey, newKey, newVals, kok := s.replayRow(tb, ch, func(k string) []any { return priv[k].values() })
 		if !kok {
 			return false
 		}
@@ -987,9 +1008,9 @@ func (s *state) landRead(r *read) {
 				if !loaded(q) {
 					return false
 				}
-				priv[newKey] = newVals
-				e := rs.newEntry(newKey, &heldRow{rowVals: tb.encode(newVals)}, v, newVals)
-				rs.insert(e)
+				rv := tb.encode(newVals)
+				priv[newKey] = rv
+				rs.insert(rs.newEntry(newKey, &heldRow{rowVals: rv}, v))
 			}
 		}
 		return true

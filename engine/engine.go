@@ -149,6 +149,7 @@ type readResult struct {
 	id       ReadID
 	snap     Snapshot
 	rows     []query.Row
+	held     []rowVals // a single-table read's rows (reader.readFor)
 	complete bool
 	err      error
 }
@@ -368,7 +369,7 @@ func (e *Engine) run() {
 			c.fn()
 			close(c.done)
 		case r := <-e.results:
-			e.core.ReadDone(r.id, r.snap, r.rows, r.complete, r.err)
+			e.core.st.readDone(r.id, r.snap, r.rows, r.held, r.complete, r.err)
 		case <-e.ctx.Done():
 			e.endAll()
 			return
@@ -471,7 +472,7 @@ func (e *Engine) work() {
 		if !ok {
 			return
 		}
-		snap, rows, complete, err := e.reader.read(e.ctx, q.req, q.mark)
+		snap, rows, held, complete, err := e.reader.readFor(e.ctx, q.req, q.mark)
 		if err != nil && e.ctx.Err() == nil {
 			e.log.Warn("hydration read failed", "read", q.req.ID, "sql", q.req.SQL, "err", err)
 			if code := readCode(err); code == CodeTableDropped || code == CodeSchemaChanged {
@@ -482,7 +483,7 @@ func (e *Engine) work() {
 			}
 		}
 		select {
-		case e.results <- readResult{id: q.req.ID, snap: snap, rows: rows, complete: complete, err: err}:
+		case e.results <- readResult{id: q.req.ID, snap: snap, rows: rows, held: held, complete: complete, err: err}:
 		case <-e.ctx.Done():
 			return
 		}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -151,6 +152,52 @@ type reader struct {
 // runs the request's SQL and decodes its rows. It returns the rows and
 // whether they are complete (fewer than req.Want, or no LIMIT).
 func (h *reader) read(ctx context.Context, req ReadRequest, m mark) (Snapshot, []query.Row, bool, error) {
+	var rows []query.Row
+	snap, complete, err := h.inSnapshot(ctx, req, m, func(conn *pgxpool.Conn) (bool, error) {
+		var complete bool
+		var err error
+		rows, complete, err = h.rows(ctx, conn, req)
+		return complete, err
+	})
+	return snap, rows, complete, err
+}
+
+// readHeld is read for a read of a single-table view: each row comes back
+// encoded as the core holds it (rowVals, in the source's column order)
+// rather than as a query.Row of typed values. The values are decoded
+// exactly as read decodes them and encoded at once, so what the read
+// keeps holds no pointers for the garbage collector to follow but one per
+// row: on a large read that is most of the client's work saved.
+func (h *reader) readHeld(ctx context.Context, req ReadRequest, m mark) (Snapshot, []rowVals, bool, error) {
+	var rows []rowVals
+	snap, complete, err := h.inSnapshot(ctx, req, m, func(conn *pgxpool.Conn) (bool, error) {
+		var complete bool
+		var err error
+		rows, complete, err = h.heldRows(ctx, conn, req)
+		return complete, err
+	})
+	return snap, rows, complete, err
+}
+
+// heldReadable reports whether req can be read with readHeld: a read of
+// the whole query of a single-table view.
+func heldReadable(req ReadRequest) bool {
+	return req.Plan != nil && len(req.Plan.Sources) == 1 && len(req.Sources) == 1
+}
+
+// readFor runs req with readHeld when it can, else with read.
+func (h *reader) readFor(ctx context.Context, req ReadRequest, m mark) (Snapshot, []query.Row, []rowVals, bool, error) {
+	if heldReadable(req) {
+		snap, held, complete, err := h.readHeld(ctx, req, m)
+		return snap, nil, held, complete, err
+	}
+	snap, rows, complete, err := h.read(ctx, req, m)
+	return snap, rows, nil, complete, err
+}
+
+// inSnapshot opens the read's transaction and snapshot, checks it against
+// m, runs fn in it and commits.
+func (h *reader) inSnapshot(ctx context.Context, req ReadRequest, m mark, fn func(*pgxpool.Conn) (bool, error)) (Snapshot, bool, error) {
 	if h.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, h.timeout)
@@ -158,7 +205,7 @@ func (h *reader) read(ctx context.Context, req ReadRequest, m mark) (Snapshot, [
 	}
 	conn, err := h.pool.Acquire(ctx)
 	if err != nil {
-		return Snapshot{}, nil, false, fmt.Errorf("acquire read connection: %w", err)
+		return Snapshot{}, false, fmt.Errorf("acquire read connection: %w", err)
 	}
 	// pgxpool destroys a connection released inside a transaction or
 	// closed, so every error path below may simply release it.
@@ -194,19 +241,19 @@ func (h *reader) read(ctx context.Context, req ReadRequest, m mark) (Snapshot, [
 		if waiting != nil && ctx.Err() != nil {
 			// The deadline passed while waiting for a good snapshot: say
 			// so rather than which step it interrupted.
-			return Snapshot{}, nil, false, fmt.Errorf("%w: %w", waiting, ctx.Err())
+			return Snapshot{}, false, fmt.Errorf("%w: %w", waiting, ctx.Err())
 		}
-		return Snapshot{}, nil, false, err
+		return Snapshot{}, false, err
 	}
 
-	rows, complete, err := h.rows(ctx, conn, req)
+	complete, err := fn(conn)
 	if err != nil {
-		return Snapshot{}, nil, false, err
+		return Snapshot{}, false, err
 	}
 	if err := pc.Exec(ctx, "COMMIT").Close(); err != nil {
-		return Snapshot{}, nil, false, fmt.Errorf("end read transaction: %w", err)
+		return Snapshot{}, false, fmt.Errorf("end read transaction: %w", err)
 	}
-	return snap, rows, complete, nil
+	return snap, complete, nil
 }
 
 // beginSnapshot opens the read transaction, locks the read's tables, checks
@@ -277,39 +324,11 @@ const rowSlab = 64
 // rows runs req's SQL in the open transaction and decodes its rows.
 func (h *reader) rows(ctx context.Context, conn *pgxpool.Conn, req ReadRequest) ([]query.Row, bool, error) {
 	plan := req.Plan
-	cols, keyCol := readColumns(req)
-	formats := resultFormats(cols)
-	pc := conn.Conn().PgConn()
-	rr := pc.ExecParams(ctx, req.SQL, req.Args, req.ArgOIDs, req.ArgFormats, formats)
-	if fds := rr.FieldDescriptions(); fds != nil {
-		if len(fds) != len(cols) {
-			rr.Close()
-			return nil, false, fmt.Errorf("read %q: got %d columns, want %d", req.SQL, len(fds), len(cols))
-		}
-		for i, c := range cols {
-			if c.binary && fds[i].DataTypeOID != c.oid {
-				// The column was retyped since the plan was made: decode
-				// by the type the server sends.
-				cols[i].fast, cols[i].oid, cols[i].typ = fastNone, fds[i].DataTypeOID, change.Type{}
-			}
-		}
-	}
-	var out rowChunks
+	var out rowChunks[query.Row]
 	var sl slabs
 	var rowsSlab [][]any
 	var valSlab []any
-	for rr.NextRow() {
-		if req.RowLimit > 0 && out.n >= req.RowLimit {
-			// Stop the server sending the rest: close the connection
-			// (the pool replaces it) rather than reading it all.
-			conn.Hijack().Close(context.Background())
-			return nil, false, fmt.Errorf("%w: the query selects more than %d rows (raise the row limit or narrow the query)", ErrRowLimit, req.RowLimit)
-		}
-		vals := rr.Values()
-		if len(vals) != len(cols) {
-			rr.Close()
-			return nil, false, fmt.Errorf("read %q: got %d values, want %d", req.SQL, len(vals), len(cols))
-		}
+	n, err := h.scan(ctx, conn, req, func(cols []readCol, keyCol []int, vals [][]byte) error {
 		if len(rowsSlab) < len(plan.Sources) {
 			rowsSlab = make([][]any, rowSlab*len(plan.Sources))
 		}
@@ -336,49 +355,136 @@ func (h *reader) rows(ctx context.Context, conn *pgxpool.Conn, req ReadRequest) 
 				}
 				v, err := decodeValue(&sl, cols[first+j], b, h.types)
 				if err != nil {
-					rr.Close()
-					return nil, false, fmt.Errorf("read %s.%s: %w", src.Alias, src.Columns[j].Name, err)
+					return fmt.Errorf("read %s.%s: %w", src.Alias, src.Columns[j].Name, err)
 				}
 				vs[j] = v
 			}
 			row[s] = vs
 		}
 		out.add(row)
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return out.rows(), req.Want <= 0 || int64(n) < req.Want, nil
+}
+
+// heldRows reads the rows of a single-table read (heldReadable), each
+// encoded in the source's column order.
+func (h *reader) heldRows(ctx context.Context, conn *pgxpool.Conn, req ReadRequest) ([]rowVals, bool, error) {
+	src := req.Plan.Sources[0]
+	var out rowChunks[rowVals]
+	var sl slabs
+	var buf []byte
+	n, err := h.scan(ctx, conn, req, func(cols []readCol, _ []int, vals [][]byte) error {
+		b := buf[:0]
+		var boxes []any
+		for j, c := range cols {
+			if vals[j] == nil {
+				b = append(b, tagNull)
+				continue
+			}
+			if nb, ok, err := appendHeldText(b, &sl, c, vals[j]); err != nil {
+				return fmt.Errorf("read %s.%s: %w", src.Alias, src.Columns[j].Name, err)
+			} else if ok {
+				b = nb
+				continue
+			}
+			v, err := decodeValue(&sl, c, vals[j], h.types)
+			if err != nil {
+				return fmt.Errorf("read %s.%s: %w", src.Alias, src.Columns[j].Name, err)
+			}
+			b, boxes = appendVal(b, v, boxes)
+		}
+		buf = b
+		rv := rowVals{enc: string(b)}
+		if boxes != nil {
+			bx := boxes
+			rv.boxes = &bx
+		}
+		out.add(rv) // the slabs' batches are garbage once used: nothing keeps a value
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return out.rows(), req.Want <= 0 || int64(n) < req.Want, nil
+}
+
+// scan runs req's SQL and calls fn with each row's values (the
+// connection's buffers: fn must copy what it keeps), returning the
+// number of rows.
+func (h *reader) scan(ctx context.Context, conn *pgxpool.Conn, req ReadRequest, fn func(cols []readCol, keyCol []int, vals [][]byte) error) (int, error) {
+	cols, keyCol := readColumns(req)
+	formats := resultFormats(cols)
+	pc := conn.Conn().PgConn()
+	rr := pc.ExecParams(ctx, req.SQL, req.Args, req.ArgOIDs, req.ArgFormats, formats)
+	if fds := rr.FieldDescriptions(); fds != nil {
+		if len(fds) != len(cols) {
+			rr.Close()
+			return 0, fmt.Errorf("read %q: got %d columns, want %d", req.SQL, len(fds), len(cols))
+		}
+		for i, c := range cols {
+			if c.binary && fds[i].DataTypeOID != c.oid {
+				// The column was retyped since the plan was made: decode
+				// by the type the server sends.
+				cols[i].fast, cols[i].oid, cols[i].typ = fastNone, fds[i].DataTypeOID, change.Type{}
+			}
+		}
+	}
+	n := 0
+	for rr.NextRow() {
+		if req.RowLimit > 0 && n >= req.RowLimit {
+			// Stop the server sending the rest: close the connection
+			// (the pool replaces it) rather than reading it all.
+			conn.Hijack().Close(context.Background())
+			return 0, fmt.Errorf("%w: the query selects more than %d rows (raise the row limit or narrow the query)", ErrRowLimit, req.RowLimit)
+		}
+		vals := rr.Values()
+		if len(vals) != len(cols) {
+			rr.Close()
+			return 0, fmt.Errorf("read %q: got %d values, want %d", req.SQL, len(vals), len(cols))
+		}
+		if err := fn(cols, keyCol, vals); err != nil {
+			rr.Close()
+			return 0, err
+		}
+		n++
 	}
 	if _, err := rr.Close(); err != nil {
-		return nil, false, fmt.Errorf("read rows: %w", err)
+		return 0, fmt.Errorf("read rows: %w", err)
 	}
-	complete := req.Want <= 0 || int64(out.n) < req.Want
-	return out.rows(), complete, nil
+	return n, nil
 }
 
 // rowChunks collects a read's rows in chunks that double in size, then
 // copies them once into a slice of the exact length: append would grow a
 // large slice by a quarter at a time, allocating and copying about five
 // times the final size.
-type rowChunks struct {
-	full [][]query.Row
-	cur  []query.Row
+type rowChunks[T any] struct {
+	full [][]T
+	cur  []T
 	n    int
 }
 
-func (c *rowChunks) add(r query.Row) {
+func (c *rowChunks[T]) add(r T) {
 	if len(c.cur) == cap(c.cur) {
 		if c.cur != nil {
 			c.full = append(c.full, c.cur)
 		}
-		c.cur = make([]query.Row, 0, min(max(2*cap(c.cur), 64), 1<<16))
+		c.cur = make([]T, 0, min(max(2*cap(c.cur), 64), 1<<16))
 	}
 	c.cur = append(c.cur, r)
 	c.n++
 }
 
 // rows returns every row added, in order.
-func (c *rowChunks) rows() []query.Row {
+func (c *rowChunks[T]) rows() []T {
 	if len(c.full) == 0 {
 		return c.cur
 	}
-	out := make([]query.Row, 0, c.n)
+	out := make([]T, 0, c.n)
 	for _, ch := range c.full {
 		out = append(out, ch...)
 	}
@@ -438,4 +544,30 @@ func decodeValue(sl *slabs, c readCol, b []byte, types change.TypeResolver) (any
 		return change.Decode(c.typ, v, types)
 	}
 	return change.DecodeOID(c.oid, v, types)
+}
+
+// appendHeldText appends the encoding of a text or numeric column's value
+// straight from its text form, when the column is one: the encoding of
+// both is the text itself (PostgreSQL's numeric_out prints exactly what
+// change.Numeric.Append prints for the value it parses to; a numeric is
+// parsed first all the same, to refuse what is not one). ok is false for
+// other columns.
+func appendHeldText(dst []byte, sl *slabs, c readCol, b []byte) (out []byte, ok bool, err error) {
+	if c.binary {
+		return dst, false, nil
+	}
+	var tag byte
+	switch c.fast {
+	case fastText:
+		tag = tagString
+	case fastNumeric:
+		if _, err := sl.numeric(unsafe.String(unsafe.SliceData(b), len(b))); err != nil {
+			return dst, false, fmt.Errorf("decode %s: %w", c.typ.Name, err)
+		}
+		tag = tagNumeric
+	default:
+		return dst, false, nil
+	}
+	dst = binary.AppendUvarint(append(dst, tag), uint64(len(b)))
+	return append(dst, b...), true, nil
 }

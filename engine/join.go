@@ -716,7 +716,7 @@ func (s *state) replaySource(vs *viewSource, preds []srcPred, m map[string][]any
 	if ch.Rel == nil || ch.Rel.OID != tb.oid {
 		return true
 	}
-	oldKey, newKey, nv, ok := s.replayRow(tb, ch, m)
+	oldKey, newKey, nv, ok := s.replayRow(tb, ch, func(k string) []any { return m[k] })
 	if !ok {
 		return false
 	}

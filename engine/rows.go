@@ -253,3 +253,66 @@ func missing(row change.Row) bool {
 	}
 	return false
 }
+
+// keyOfHeld is keyOf for an encoded row.
+func (tb *table) keyOfHeld(rv rowVals) (string, bool) {
+	b := tb.keyBuf[:0]
+	for _, p := range tb.key {
+		x := rv.val(p)
+		if isUnloaded(x) {
+			return "", false
+		}
+		b = query.AppendKey(b, tb.cols[p].typeOID, x)
+	}
+	tb.keyBuf = b
+	return string(b), true
+}
+
+// identityLayout reports whether the source's columns are the table's
+// layout slots 0, 1, ... in order: then a row read in the source's column
+// order is already in layout order.
+func (vs *viewSource) identityLayout() bool {
+	for j, p := range vs.col {
+		if p != j {
+			return false
+		}
+	}
+	return true
+}
+
+// layoutSlots returns, for each layout slot up to the source's last
+// column, the source column held there plus one (0: none).
+func (vs *viewSource) layoutSlots() []int {
+	n := 0
+	for _, p := range vs.col {
+		n = max(n, p+1)
+	}
+	at := make([]int, n)
+	for j, p := range vs.col {
+		at[p] = j + 1
+	}
+	return at
+}
+
+// relayout re-encodes a row read in the source's column order (readHeld)
+// in the table's layout order (at is layoutSlots), other slots unloaded;
+// src is scratch.
+func relayout(rv rowVals, at []int, src *[]string) rowVals {
+	cols := (*src)[:0]
+	for i := 0; i < len(rv.enc); {
+		_, _, next := slot(rv.enc, i)
+		cols = append(cols, rv.enc[i:next])
+		i = next
+	}
+	*src = cols
+	b := make([]byte, 0, len(rv.enc)+len(at))
+	for _, j := range at {
+		if j == 0 || j > len(cols) {
+			b = append(b, tagUnloaded)
+		} else {
+			b = append(b, cols[j-1]...)
+		}
+	}
+	// Boxed values keep their indexes: the same boxes serve.
+	return rowVals{enc: string(b), boxes: rv.boxes}
+}

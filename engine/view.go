@@ -83,13 +83,13 @@ func (e *entry) q() query.Row {
 }
 
 // newEntry returns the entry of a single-table view's result for row h
-// (key k, layout values vals).
-func (v *rset) newEntry(k string, h *heldRow, vw *view, vals []any) *entry {
+// (key k).
+func (v *rset) newEntry(k string, h *heldRow, vw *view) *entry {
 	if !v.ordered {
 		return h.entry(k)
 	}
 	e := &entry{key: k, row: h}
-	e.setQ(vw.row(vals))
+	e.setQ(query.Row{h.pick(vw.srcs[0].col)})
 	return e
 }
 
