@@ -152,14 +152,7 @@ type reader struct {
 // runs the request's SQL and decodes its rows. It returns the rows and
 // whether they are complete (fewer than req.Want, or no LIMIT).
 func (h *reader) read(ctx context.Context, req ReadRequest, m mark) (Snapshot, []query.Row, bool, error) {
-	var rows []query.Row
-	snap, complete, err := h.inSnapshot(ctx, req, m, func(conn *pgxpool.Conn) (bool, error) {
-		var complete bool
-		var err error
-		rows, complete, err = h.rows(ctx, conn, req)
-		return complete, err
-	})
-	return snap, rows, complete, err
+	return readIn(ctx, h, req, m, h.rows)
 }
 
 // readHeld is read for a read of a single-table view: each row comes back
@@ -169,14 +162,20 @@ func (h *reader) read(ctx context.Context, req ReadRequest, m mark) (Snapshot, [
 // keeps holds no pointers for the garbage collector to follow but one per
 // row: on a large read that is most of the client's work saved.
 func (h *reader) readHeld(ctx context.Context, req ReadRequest, m mark) (Snapshot, []rowVals, bool, error) {
-	var rows []rowVals
+	return readIn(ctx, h, req, m, h.heldRows)
+}
+
+// readIn runs rows in the read's snapshot (inSnapshot).
+func readIn[T any](ctx context.Context, h *reader, req ReadRequest, m mark,
+	rows func(context.Context, *pgxpool.Conn, ReadRequest) ([]T, bool, error)) (Snapshot, []T, bool, error) {
+	var out []T
 	snap, complete, err := h.inSnapshot(ctx, req, m, func(conn *pgxpool.Conn) (bool, error) {
 		var complete bool
 		var err error
-		rows, complete, err = h.heldRows(ctx, conn, req)
+		out, complete, err = rows(ctx, conn, req)
 		return complete, err
 	})
-	return snap, rows, complete, err
+	return snap, out, complete, err
 }
 
 // heldReadable reports whether req can be read with readHeld: a read of
