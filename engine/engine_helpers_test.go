@@ -37,7 +37,7 @@ func waitFor(t testing.TB, wait, step time.Duration, fn func() error) {
 }
 
 // newPool opens a fresh database and a pool on it, closed when t ends.
-func newPool(t *testing.T) *pgxpool.Pool {
+func newPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	db := pgtest.NewDB(t)
 	pool, err := pgxpool.New(context.Background(), db.DSN)

@@ -255,8 +255,11 @@ func (h *reader) inSnapshot(ctx context.Context, req ReadRequest, m mark, fn fun
 	return snap, complete, nil
 }
 
-// beginSnapshot opens the read transaction, locks the read's tables, checks
-// their shapes against its plan and returns its snapshot.
+// beginSnapshot opens the read transaction, locks the read's tables and
+// returns its snapshot. A read of a table the query selects with * also
+// reads the table's shape in the snapshot and checks it against the plan
+// (a column added changes what * means); the other changes to the plan's
+// columns show in the SELECT's own result description (checkFields).
 func beginSnapshot(ctx context.Context, pc *pgconn.PgConn, req ReadRequest) (Snapshot, error) {
 	sql := snapshotBegin + ";\n"
 	at := 1 // the snapshot query's result
@@ -264,7 +267,7 @@ func beginSnapshot(ctx context.Context, pc *pgconn.PgConn, req ReadRequest) (Sna
 		sql += lock + ";\n"
 		at++
 	}
-	oids := readOIDs(req)
+	oids := starOIDs(req)
 	if len(oids) > 0 {
 		// shapeQuery with its parameter inlined: one round trip.
 		sql += snapshotSQL + ";\n" + strings.Replace(shapeQuery, "$1", "'"+oidList(oids)+"'", 1)
@@ -424,12 +427,9 @@ func (h *reader) scan(ctx context.Context, conn *pgxpool.Conn, req ReadRequest, 
 			rr.Close()
 			return 0, fmt.Errorf("read %q: got %d columns, want %d", req.SQL, len(fds), len(cols))
 		}
-		for i, c := range cols {
-			if c.binary && fds[i].DataTypeOID != c.oid {
-				// The column was retyped since the plan was made: decode
-				// by the type the server sends.
-				cols[i].fast, cols[i].oid, cols[i].typ = fastNone, fds[i].DataTypeOID, change.Type{}
-			}
+		if err := checkFields(req, fds); err != nil {
+			rr.Close()
+			return 0, err
 		}
 	}
 	n := 0

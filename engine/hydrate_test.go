@@ -284,19 +284,26 @@ func FuzzFastBinary(f *testing.F) {
 func TestReadRetypedColumn(t *testing.T) {
 	ctx := context.Background()
 	pool := newPool(t)
+	const plain, star = "SELECT id, n, s, d FROM t ORDER BY id", "SELECT * FROM t ORDER BY id"
 	tests := []struct {
-		name, ddl string
-		code      query.Code
-		reason    string
+		name, sql, ddl string
+		code           query.Code // "": the read succeeds
+		reason         string     // in the error
 	}{
-		{"retyped", `ALTER TABLE t ALTER n TYPE int8`, CodeSchemaChanged, `column "n" of table public.t changed type`},
-		{"typmod", `ALTER TABLE t ALTER s TYPE varchar(20)`, CodeSchemaChanged, `column "s" of table public.t changed type`},
-		{"dropped column", `ALTER TABLE t DROP COLUMN d`, CodeSchemaChanged, `column "d" of table public.t was dropped or renamed`},
-		{"renamed column", `ALTER TABLE t RENAME COLUMN d TO d2`, CodeSchemaChanged, `column "d" of table public.t was dropped or renamed`},
-		{"dropped table", `DROP TABLE t`, CodeTableDropped, `table public.t was dropped or renamed`},
-		{"made again", `DROP TABLE t; CREATE TABLE t (id int4 PRIMARY KEY, n int4, s varchar(10), d date)`, CodeTableDropped, `table public.t was dropped`},
-		{"identity", `CREATE UNIQUE INDEX t_n ON t (s); ALTER TABLE t ALTER s SET NOT NULL; ALTER TABLE t REPLICA IDENTITY USING INDEX t_n`, CodeSchemaChanged, `the replica identity of table public.t changed`},
-		{"column added, not selected", `ALTER TABLE t ADD COLUMN x int`, "", ""},
+		{"retyped", plain, `ALTER TABLE t ALTER n TYPE int8`, CodeSchemaChanged, `column "n" of table public.t changed type`},
+		{"typmod", plain, `ALTER TABLE t ALTER s TYPE varchar(20)`, CodeSchemaChanged, `column "s" of table public.t changed type`},
+		{"dropped column", plain, `ALTER TABLE t DROP COLUMN d`, CodeSchemaChanged, `column t.d does not exist`},
+		{"renamed column", plain, `ALTER TABLE t RENAME COLUMN d TO d2`, CodeSchemaChanged, `column t.d does not exist`},
+		{"dropped and added", plain, `ALTER TABLE t DROP COLUMN d; ALTER TABLE t ADD COLUMN d date`, CodeSchemaChanged, `column "d" of table public.t was dropped and added again`},
+		{"dropped table", plain, `DROP TABLE t`, CodeTableDropped, `table public.t was dropped or renamed`},
+		{"made again", plain, `DROP TABLE t; CREATE TABLE t (id int4 PRIMARY KEY, n int4, s varchar(10), d date)`, CodeTableDropped, `table public.t was dropped`},
+		{"column added, not selected", plain, `ALTER TABLE t ADD COLUMN x int`, "", ""},
+		{"column added, selected with *", star, `ALTER TABLE t ADD COLUMN x int`, CodeSchemaChanged, `column "x" was added to table public.t, which the query selects with *`},
+		{"identity, *", star, `CREATE UNIQUE INDEX t_n ON t (s); ALTER TABLE t ALTER s SET NOT NULL; ALTER TABLE t REPLICA IDENTITY USING INDEX t_n`, CodeSchemaChanged, `the replica identity of table public.t changed`},
+		// A read of named columns does not see a replica identity change:
+		// the stream's next Relation and the catalog check do
+		// (TestEngineSchemaChanges).
+		{"identity", plain, `CREATE UNIQUE INDEX t_n ON t (s); ALTER TABLE t ALTER s SET NOT NULL; ALTER TABLE t REPLICA IDENTITY USING INDEX t_n`, "", ""},
 	}
 	opts := query.DefaultOptions()
 	for _, tt := range tests {
@@ -306,7 +313,7 @@ func TestReadRetypedColumn(t *testing.T) {
 				t.Fatal(err)
 			}
 			opts.Catalog = query.NewPGCatalog(pool)
-			plan, refusal, err := query.Compile(ctx, "SELECT id, n, s, d FROM t ORDER BY id", nil, opts)
+			plan, refusal, err := query.Compile(ctx, tt.sql, nil, opts)
 			if err != nil || refusal != nil {
 				t.Fatalf("compile: %v %v", err, refusal)
 			}
@@ -327,15 +334,14 @@ func TestReadRetypedColumn(t *testing.T) {
 				}
 				return
 			}
-			var se *ShapeError
-			if !errors.As(err, &se) {
-				t.Fatalf("read error = %v, want a ShapeError", err)
-			}
-			if se.Code != tt.code || !strings.Contains(se.Reason, tt.reason) || se.Table != "t" {
-				t.Errorf("read error = %s %q (table %s), want %s containing %q (table t)", se.Code, se.Reason, se.Table, tt.code, tt.reason)
+			if err == nil || !strings.Contains(err.Error(), tt.reason) {
+				t.Fatalf("read error = %v, want one containing %q", err, tt.reason)
 			}
 			if got := readCode(err); got != tt.code {
 				t.Errorf("readCode = %q, want %q", got, tt.code)
+			}
+			if se := (*ShapeError)(nil); errors.As(err, &se) && se.Table != "t" {
+				t.Errorf("ShapeError.Table = %q, want t", se.Table)
 			}
 		})
 	}

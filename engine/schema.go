@@ -99,18 +99,19 @@ func shapeProblem(src *query.Source, rel *change.Relation) (code query.Code, rea
 
 // shapeQuery reads tables' shapes by OID as a Relation would describe
 // them: live columns with their declared types, and which columns make up
-// the replica identity. $1 is a comma-separated list of OIDs. A table that
+// the replica identity (the primary key's under DEFAULT, the chosen
+// index's under USING INDEX, all under FULL, none under NOTHING). It is
+// kept to plain joins: it runs with every read, and a subplan per column
+// cost more to plan than the rest of it. $1 is a comma-separated list of OIDs. A table that
 // no longer exists has no row.
 const shapeQuery = `SELECT c.oid, n.nspname, c.relname, c.relreplident::text,
        a.attname, coalesce(a.atttypid, 0), coalesce(a.atttypmod, -1), coalesce(a.attnum, 0),
-       CASE c.relreplident
-         WHEN 'f' THEN true
-         WHEN 'd' THEN EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary AND a.attnum = ANY(i.indkey))
-         WHEN 'i' THEN EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisreplident AND a.attnum = ANY(i.indkey))
-         ELSE false END
+       coalesce(a.attnum = ANY(i.indkey), c.relreplident = 'f')
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+LEFT JOIN pg_index i ON i.indrelid = c.oid
+     AND (c.relreplident = 'd' AND i.indisprimary OR c.relreplident = 'i' AND i.indisreplident)
 WHERE c.oid = ANY(string_to_array($1, ',')::oid[])
 ORDER BY c.oid, a.attnum`
 
@@ -175,6 +176,39 @@ func parseShapes(rows [][][]byte) (map[uint32]*change.Relation, error) {
 	return out, nil
 }
 
+// checkFields compares a read's result columns as PostgreSQL describes
+// them (RowDescription: the table OID and attnum each column comes from,
+// and its type, a domain's base type) with the plan: a table dropped and
+// made again under its name, a column retyped or dropped and added again
+// since the plan was made. The SELECT's own lock keeps that description
+// and its rows consistent; a column dropped or renamed fails the SELECT.
+func checkFields(req ReadRequest, fds []pgconn.FieldDescription) error {
+	i := 0
+	for _, s := range req.Sources {
+		src := req.Plan.Sources[s]
+		t := src.Table
+		for _, c := range src.Columns {
+			if i >= len(fds) {
+				return fmt.Errorf("read %q: got %d columns, want more", req.SQL, len(fds))
+			}
+			fd := fds[i]
+			i++
+			shape := func(code query.Code, format string) error {
+				return &ShapeError{Code: code, Reason: fmt.Sprintf(format, c.Name, t.Schema, t.Name), Schema: t.Schema, Table: t.Name}
+			}
+			switch {
+			case fd.TableOID != t.OID:
+				return &ShapeError{Code: CodeTableDropped, Reason: fmt.Sprintf("table %s.%s was dropped (a table of that name now is another table)", t.Schema, t.Name), Schema: t.Schema, Table: t.Name}
+			case c.AttNum != 0 && int16(fd.TableAttributeNumber) != c.AttNum:
+				return shape(CodeSchemaChanged, "column %q of table %s.%s was dropped and added again")
+			case fd.DataTypeOID != c.TypeOID || c.TypeOID == c.DeclaredOID && fd.TypeModifier != c.TypeMod:
+				return shape(CodeSchemaChanged, "column %q of table %s.%s changed type")
+			}
+		}
+	}
+	return nil
+}
+
 // lockSQL locks the tables of a read's sources in ACCESS SHARE mode (what
 // the SELECT itself takes), for the read to run before it takes its
 // snapshot. LOCK takes no snapshot. Once it holds the locks no DDL on
@@ -198,21 +232,28 @@ func lockSQL(req ReadRequest) string {
 	return "LOCK TABLE " + strings.Join(names, ", ") + " IN ACCESS SHARE MODE"
 }
 
-// readOIDs returns the OIDs of the tables of a read's sources.
-func readOIDs(req ReadRequest) []uint32 {
+// starOIDs returns the OIDs of the tables of a read's sources that the
+// query selects with *: the reads whose shape must be read from the
+// catalog, since a column added to them shows nowhere else.
+func starOIDs(req ReadRequest) []uint32 {
 	var oids []uint32
 	for _, s := range req.Sources {
-		if o := req.Plan.Sources[s].Table.OID; !slices.Contains(oids, o) {
+		src := req.Plan.Sources[s]
+		if o := src.Table.OID; src.Star && !slices.Contains(oids, o) {
 			oids = append(oids, o)
 		}
 	}
 	return oids
 }
 
-// checkReadShapes compares the shapes a read found with its plan.
+// checkReadShapes compares the shapes a read found (of its * sources) with
+// its plan.
 func checkReadShapes(req ReadRequest, shapes map[uint32]*change.Relation) error {
 	for _, s := range req.Sources {
 		src := req.Plan.Sources[s]
+		if !src.Star {
+			continue
+		}
 		if code, reason, _ := shapeProblem(src, shapes[src.Table.OID]); code != "" {
 			return &ShapeError{Code: code, Reason: reason, Schema: src.Table.Schema, Table: src.Table.Name}
 		}
