@@ -34,4 +34,19 @@
 // stream has passed the read's snapshot LSN, the buffered transactions not
 // visible in the snapshot are applied to the read's rows and the view goes
 // live.
+//
+// Schema changes. A view is compiled against one shape of each table (its
+// OID, the columns it names with their types and attnums, its row key). The
+// stream's Relation messages, every read (which locks its tables before its
+// snapshot and checks its result's description against the plan) and a
+// periodic catalog check by OID (Engine.CheckCatalog: the only way to see
+// a DROP TABLE) end the views a change breaks, with a Code
+// (CodeTableDropped, CodeSchemaChanged) and a reason. Rows are keyed by the
+// table's replica identity (query.Table.RowKey): the primary key, or the
+// index of REPLICA IDENTITY USING INDEX.
+//
+// Touch mode. Every committed transaction that changes a result is
+// touched at its own commit LSN; a view waiting for a read touches for
+// every transaction that changes a row of its tables, so a touch may come
+// for a transaction that changed nothing, never late.
 package engine

@@ -20,9 +20,10 @@ import (
 //
 //   - the change stream: pgoutput sends a table's Relation before the first
 //     change after its shape changed (Core.Apply checks it);
-//   - every read: it locks its tables before taking its snapshot and
-//     compares the catalog in that snapshot with the plan (so the rows it
-//     returns are of the shape the plan expects, see lockSQL);
+//   - every read: it locks its tables before taking its snapshot (lockSQL)
+//     and compares its SELECT's result description with the plan
+//     (checkFields); a read of a query with * also compares the catalog
+//     in its snapshot (checkReadShapes);
 //   - a periodic catalog check by the runtime (Config.CatalogCheckInterval,
 //     Engine.CheckCatalog), which is the only way to see a DROP TABLE
 //     (pgoutput sends nothing for it) and a change not followed by writes.
@@ -212,11 +213,12 @@ func checkFields(req ReadRequest, fds []pgconn.FieldDescription) error {
 // lockSQL locks the tables of a read's sources in ACCESS SHARE mode (what
 // the SELECT itself takes), for the read to run before it takes its
 // snapshot. LOCK takes no snapshot. Once it holds the locks no DDL on
-// those tables can commit until the read ends, so the catalog as the
-// snapshot sees it is the shape the read's SELECT reads, and checking it
-// against the plan is exact: a table dropped, made again or altered
-// between compiling and reading is caught here rather than read as if it
-// were the old one.
+// those tables can commit until the read ends: the catalog as the snapshot
+// sees it is the shape the read's SELECT reads (and describes), and no
+// rewrite (ALTER COLUMN TYPE, TRUNCATE) can make the table look empty to
+// the snapshot. A table dropped, made again or altered between compiling
+// and reading is then caught by the checks rather than read as if it were
+// the old one.
 func lockSQL(req ReadRequest) string {
 	var names []string
 	for _, s := range req.Sources {
