@@ -55,8 +55,10 @@ type WriterConfig struct {
 	Workers int
 	// Seed seeds the draws (worker i uses Seed+i).
 	Seed int64
-	// Hot, when positive, sends every change of an existing ticket to
-	// tickets 1..Hot (a hot set: a test can watch all of them).
+	// Hot, when positive, draws the existing tickets the changes pick
+	// from ids 1..Hot (a hot set a test can watch whole). New tickets
+	// still get new ids, and a batch still closes solved tickets of its
+	// organization wherever they are.
 	Hot int64
 }
 
