@@ -127,7 +127,7 @@ func TestSchemaAndSeed(t *testing.T) {
 		counts[tbl] = n
 	}
 	want := map[string][2]int64{"organizations": {11, 11}, "users": {200, 200}, "tickets": {3000, 3000},
-		"comments": {6000, 6000}, "labels": {80, 80}, "ticket_labels": {1500, 3000}}
+		"comments": {6000, 6000}, "labels": {80, 80}, "ticket_labels": {1500, 3000}, "sla_calendar": {3653, 3653}}
 	for tbl, w := range want {
 		if counts[tbl] < w[0] || counts[tbl] > w[1] {
 			t.Errorf("%s rows = %d, want %d..%d", tbl, counts[tbl], w[0], w[1])

@@ -14,7 +14,7 @@ import (
 // `freshet serve --row-limit 2000` (FRESHET_ROW_LIMIT=2000). The engine
 // refuses (code row_limit) a subscription whose first read returns more
 // rows; the lookup "largest_under_cap" returns exactly RowLimit rows and is
-// served, "over_cap" returns every ticket and is refused. Comments (ids
+// served, "over_cap" returns the whole SLA calendar and is refused. Comments (ids
 // 1 to 2,000 at least, at any scale) are what "largest_under_cap" reads,
 // since the writer rarely changes them (only a ticket's delete does) and
 // an answer the writer changes many times a second is hard to compare. The engine reads
@@ -115,10 +115,10 @@ func find[T any](tx *gorm.DB) ([]T, error) {
 // rowCols are TicketRow's columns.
 const rowCols = "id, org_id, assignee_id, title, status, priority, updated_at"
 
-// TicketStamp is a ticket's id and creation time (which never change).
-type TicketStamp struct {
-	ID        int64     `json:"id"`
-	CreatedAt time.Time `json:"created_at"`
+// CalendarDay is a day of the SLA calendar.
+type CalendarDay struct {
+	Day      time.Time `json:"day"`
+	Business bool      `json:"business"`
 }
 
 // CommentStamp is a comment without its body.
@@ -288,11 +288,11 @@ func Lookups() []Lookup {
 		},
 		{
 			Name: "over_cap", Expect: Refused, Code: "row_limit",
-			Why:  fmt.Sprintf("every ticket's id: more rows than the per-entry cap (serve --row-limit %d)", RowLimit),
-			Args: func(r *rand.Rand, w *World) []any { return []any{0} },
+			Why:  fmt.Sprintf("the SLA calendar, 3,653 days: more rows than the per-entry cap (serve --row-limit %d)", RowLimit),
+			Args: func(r *rand.Rand, w *World) []any { return []any{"2020-01-01"} },
 			Run: func(ctx context.Context, db *gorm.DB, a []any) (any, error) {
-				return find[TicketStamp](db.WithContext(ctx).Table("tickets").Select("id, created_at").
-					Where("org_id > ?", i64(a[0])).Order("id"))
+				return find[CalendarDay](db.WithContext(ctx).Table("sla_calendar").Select("day, business").
+					Where("day >= ?", a[0]).Order("day"))
 			},
 		},
 		{

@@ -7,7 +7,7 @@ import (
 )
 
 // Tables are the desk's tables, parents first.
-var Tables = []string{"organizations", "users", "tickets", "comments", "labels", "ticket_labels"}
+var Tables = []string{"organizations", "users", "tickets", "comments", "labels", "ticket_labels", "sla_calendar"}
 
 // schemaSQL creates the desk. Every table has a primary key (the engine
 // needs one to follow rows); a ticket's comments and labels go with it
@@ -15,6 +15,9 @@ var Tables = []string{"organizations", "users", "tickets", "comments", "labels",
 // tickets too (ON UPDATE CASCADE). tickets.body is large (2-8 KB of
 // incompressible text in the seed) so that PostgreSQL stores it out of
 // line (TOAST) and an update that leaves it alone streams it as unchanged.
+// sla_calendar (one row a day, 2020 to 2029) is reference data the writer
+// never changes: larger than RowLimit and still, so the lookup over the cap
+// compares the same answer on both sides.
 const schemaSQL = `
 CREATE TABLE IF NOT EXISTS organizations (
 	id         bigint PRIMARY KEY,
@@ -64,6 +67,10 @@ CREATE TABLE IF NOT EXISTS ticket_labels (
 	PRIMARY KEY (ticket_id, org_id, label),
 	FOREIGN KEY (org_id, label) REFERENCES labels(org_id, name) ON DELETE CASCADE ON UPDATE CASCADE
 );
+CREATE TABLE IF NOT EXISTS sla_calendar (
+	day      date PRIMARY KEY,
+	business boolean NOT NULL
+);
 `
 
 // CreateSchema creates the desk's tables and indexes where they are
@@ -77,7 +84,7 @@ func CreateSchema(ctx context.Context, db *sql.DB) error {
 
 // DropSchema drops the desk's tables (and their rows) if they exist.
 func DropSchema(ctx context.Context, db *sql.DB) error {
-	if _, err := db.ExecContext(ctx, `DROP TABLE IF EXISTS ticket_labels, labels, comments, tickets, users, organizations CASCADE`); err != nil {
+	if _, err := db.ExecContext(ctx, `DROP TABLE IF EXISTS sla_calendar, ticket_labels, labels, comments, tickets, users, organizations CASCADE`); err != nil {
 		return fmt.Errorf("drop ticket desk schema: %w", err)
 	}
 	return nil

@@ -48,7 +48,9 @@ const SeedTicketSpacing = 17 * time.Minute
 // the statements run.
 // Organization $1+1 is the empty one: no users, labels or tickets.
 var seedSQL = []string{
-	`TRUNCATE ticket_labels, labels, comments, tickets, users, organizations RESTART IDENTITY`,
+	`TRUNCATE sla_calendar, ticket_labels, labels, comments, tickets, users, organizations RESTART IDENTITY`,
+	`INSERT INTO sla_calendar (day, business)
+	 SELECT d::date, extract(isodow FROM d) < 6 FROM generate_series(date '2020-01-01', date '2029-12-31', interval '1 day') d`,
 	`INSERT INTO organizations (id, name, plan, created_at)
 	 SELECT o, 'org ' || o, (ARRAY['free','team','enterprise'])[1 + o % 3], $4::timestamptz - interval '400 days' + o * interval '1 day'
 	 FROM generate_series(1, $1::int + 1) o`,
@@ -81,13 +83,14 @@ var seedSQL = []string{
 	 WHERE t.id % 3 <> 0 AND (l.name = (ARRAY['bug','feature','question','billing','ui','api','docs','urgent'])[1 + t.id % 8] OR t.id % 4 = 0)`,
 	`SELECT setval(pg_get_serial_sequence('tickets', 'id'), (SELECT max(id) FROM tickets))`,
 	`SELECT setval(pg_get_serial_sequence('comments', 'id'), (SELECT max(id) FROM comments))`,
-	`ANALYZE organizations, users, tickets, comments, labels, ticket_labels`,
+	`ANALYZE organizations, users, tickets, comments, labels, ticket_labels, sla_calendar`,
 }
 
 // Seed empties the desk's tables and fills them with deterministic rows
 // proportional to scale: at scale 1, 10 organizations (and an eleventh
 // with nothing in it), 200 users, 3,000 tickets with 2-8 KB bodies, about
-// 6,000 comments, 80 labels and about 2,500 ticket labels. The schema must
+// 6,000 comments, 80 labels and about 2,500 ticket labels; and at any
+// scale 3,653 days of sla_calendar (2020-2029). The schema must
 // exist (CreateSchema).
 func Seed(ctx context.Context, db *sql.DB, scale int) error {
 	if scale < 1 {
