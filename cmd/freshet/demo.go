@@ -70,8 +70,9 @@ type demoConfig struct {
 	Load time.Duration
 }
 
-// demoFlagSet declares the flags every demo subcommand shares and parses
-// args. extra declares a subcommand's own flags.
+// parseDemoFlags parses a demo subcommand's arguments (sub "" is the demo
+// itself): the flags they share and each one's own. Errors are
+// usageErrors.
 func (m *Main) parseDemoFlags(sub string, args []string) (*demoConfig, error) {
 	name := "freshet demo"
 	if sub != "" {
