@@ -445,6 +445,12 @@ func (s *state) touch(vs *viewSource, keys ...string) {
 func (s *state) rowChange(tb *table, ch *change.Change) {
 	var newKey string
 	oldKey, oldVals := s.oldRow(tb, ch)
+	if ch.Old != nil && oldKey == "" {
+		// The old row does not carry the row key: the replica identity
+		// changed and its Relation came before the views did.
+		s.identityLost(tb)
+		return
+	}
 	var newVals []any
 	if ch.Op != change.OpDelete {
 		// fill serves values the change did not send (unchanged TOAST);

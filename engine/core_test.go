@@ -262,6 +262,27 @@ func TestSchemaChange(t *testing.T) {
 	golden(t, h)
 }
 
+// TestIdentityLost: a delete whose old row lacks the row key (the table's
+// replica identity changed and its Relation came before the views did)
+// ends the table's views rather than leaving the row held.
+func TestIdentityLost(t *testing.T) {
+	h := itemsHarness(t)
+	for i, name := range []string{"apple", "pear", "fig"} {
+		h.insert("items", itoa(i+1), name, itoa(5*i), "fruit")
+	}
+	h.commit(0)
+	for id, sql := range []string{"SELECT id, name FROM items ORDER BY name LIMIT 2", "SELECT count(*) FROM items WHERE price > 1"} {
+		h.subscribe(SubID(id+1), sql, ModeTouch)
+	}
+	h.answerAll()
+	h.note("a delete identifying the row by name only")
+	ht := h.tables["items"]
+	h.pending = append(h.pending, change.Change{Op: change.OpDelete, Rel: ht.rel, Old: change.Row{
+		{Kind: change.Absent}, {Kind: change.Text, Data: []byte("apple")}, {Kind: change.Absent}, {Kind: change.Absent}}})
+	h.commit(0)
+	golden(t, h)
+}
+
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func joinHarness(t *testing.T) *harness {

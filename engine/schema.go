@@ -346,6 +346,30 @@ func (s *state) endBroken(tb *table, rel *change.Relation) bool {
 	return len(broken) > 0
 }
 
+// identityLost ends every view of tb: a change's old row did not carry
+// the columns the views key rows by (the table's replica identity changed
+// since they were compiled, and its Relation came before any view of the
+// table, so relation did not see it), and deletes and updates of rows
+// cannot be matched to the rows held.
+func (s *state) identityLost(tb *table) {
+	var views []*view
+	for vs := range tb.srcs {
+		if vs.v.status != viewDead && !slices.Contains(views, vs.v) {
+			views = append(views, vs.v)
+		}
+	}
+	slices.SortFunc(views, func(a, b *view) int { return cmpU64(a.id, b.id) })
+	var key []string
+	for _, p := range tb.key {
+		key = append(key, tb.cols[p].name)
+	}
+	reason := fmt.Sprintf("the old rows of updates and deletes on table %s.%s do not carry its row key (%s): its replica identity changed",
+		tb.schema, tb.name, strings.Join(key, ", "))
+	for _, v := range views {
+		s.endView(v, CodeSchemaChanged, reason, true)
+	}
+}
+
 // retireStale gives every column of tb's layout that rel (tb's shape now)
 // dropped or retyped, and the columns named in also (a column dropped and
 // added again under its name, which only its attnum tells), a fresh slot. Held rows keep values in a slot while
