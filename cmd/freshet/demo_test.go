@@ -4,16 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math/rand"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/freshetdb/freshet/internal/pgtest"
 	"github.com/freshetdb/freshet/internal/servetest"
+	"github.com/freshetdb/freshet/readcache"
 	"github.com/freshetdb/freshet/ticketdesk"
 )
 
@@ -336,5 +339,46 @@ func TestDemoMigrate(t *testing.T) {
 			t.Logf("%d passes before, %d after; served from memory before %v, after %v; routes after %v; gone %v", res.Before, res.After,
 				pick(res.WatchBefore, migrations[kind].watch), pick(res.WatchAfter, migrations[kind].watch), res.RoutesAfter, res.GoneRoutes)
 		})
+	}
+}
+
+var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// TestDashboardGolden pins what a person sees: the dashboard, the plain
+// line, the final summary and a mismatch with both answers, for a fixed
+// snapshot.
+func TestDashboardGolden(t *testing.T) {
+	sn := &snapshot{
+		Uptime: 72 * time.Second, Readers: 16, Reads: 138402, ReadErrs: 0, WritesPS: 49, ReadsPS: 1986, CachePS: 1490,
+		Writer: ticketdesk.WriterStats{Committed: 3412, RolledBack: 142},
+		Cache:  readcache.Stats{Hits: 131720, Misses: 1123, Postgres: map[string]int64{"refused": 35000, "lag": 12, "route": 0}, Entries: 734, Subscriptions: 734, Connected: 2},
+		PGPS:   map[string]float64{"refused": 490, "lag": 4, "timeout": 2},
+		HitNow: 0.75, HitTotal: 0.7913, EngineLag: 42,
+		C2C:    latencySummary{N: 200, Total: 341, P50: 610 * time.Microsecond, P99: 3100 * time.Microsecond},
+		Passes: 70, Compared: 1680, Retried: 12,
+	}
+	var b strings.Builder
+	sn.Render(&b, "freshet demo: ticket desk at http://127.0.0.1:41735   engine ws://127.0.0.1:35261/s2s/v1")
+	b.WriteString(sn.Line() + "\n")
+	b.WriteString("final: " + sn.Summary() + "\n")
+	b.WriteString(formatMismatch(ticketdesk.Mismatch{Lookup: "org_page", Args: []any{3, 20}, Kind: "answer",
+		Cached: []map[string]any{{"id": 7, "status": "open"}, {"id": 9, "status": "open"}},
+		Direct: []map[string]any{{"id": 7, "status": "open"}, {"id": 9, "status": "closed"}},
+		Detail: "the cached answer differed from PostgreSQL's for 3s"}) + "\n")
+	golden := filepath.Join("testdata", "demo_dashboard.golden")
+	if *updateGolden {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to write it)", err)
+	}
+	if got := b.String(); got != string(want) {
+		t.Errorf("dashboard changed (go test -run TestDashboardGolden -update to accept):\n got:\n%s\nwant:\n%s", got, want)
 	}
 }
