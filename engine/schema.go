@@ -43,6 +43,7 @@ type ShapeError struct {
 	Schema, Table string
 }
 
+// Error returns the reason.
 func (e *ShapeError) Error() string { return e.Reason }
 
 // shapeProblem says how rel, a table's shape now (nil: the table is gone),
