@@ -626,6 +626,7 @@ func (s *state) finish(lsn change.LSN) {
 		v.dirty = false
 		if v.status != viewLive {
 			clear(v.touched)
+			v.touched = v.touched[:0]
 			if v.status == viewRefilling {
 				s.touchSubs(v, lsn)
 			}
@@ -701,12 +702,11 @@ func (s *state) logging() bool { return len(s.reads) > 0 }
 func (s *state) settle(v *view, lsn change.LSN) {
 	vs := v.srcs[0]
 	tb := vs.t
-	keys := s.keysBuf[:0]
-	for k := range v.touched {
-		keys = append(keys, k)
-	}
+	keys := append(s.keysBuf[:0], v.touched...)
 	clear(v.touched)
+	v.touched = v.touched[:0]
 	slices.Sort(keys)
+	keys = slices.Compact(keys)
 	nexts := slices.Grow(s.nextsBuf[:0], len(keys))[:len(keys)]
 	defer func() {
 		clear(keys)

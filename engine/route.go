@@ -25,11 +25,33 @@ import (
 // returns, whatever the number registered.
 type route struct {
 	all map[*viewSource]struct{}
-	eq  map[int]*eqIndex
-	rng map[int]*rangeIndex
-	ne  map[int]*notInIndex
+	eq  byCol[eqIndex]
+	rng byCol[rangeIndex]
+	ne  byCol[notInIndex]
 	buf []byte
 }
+
+// byCol maps a layout column to its index. A table has indexes on few
+// columns: a slice is looked up as fast as a map and ranged over faster
+// (a map's range starts at a random place, which costs a random number
+// per change).
+type byCol[T any] []colIndex[T]
+
+type colIndex[T any] struct {
+	col int
+	ix  *T
+}
+
+func (m byCol[T]) get(col int) *T {
+	for _, e := range m {
+		if e.col == col {
+			return e.ix
+		}
+	}
+	return nil
+}
+
+func (m *byCol[T]) put(col int, ix *T) { *m = append(*m, colIndex[T]{col, ix}) }
 
 // registration is where a view source is registered (kept in the view
 // source: a map from view source to registration cost about 130 bytes a
@@ -67,9 +89,6 @@ type notInIndex struct {
 
 func (rt *route) init() {
 	rt.all = make(map[*viewSource]struct{})
-	rt.eq = make(map[int]*eqIndex)
-	rt.rng = make(map[int]*rangeIndex)
-	rt.ne = make(map[int]*notInIndex)
 }
 
 // choose picks the constraint a view source registers under: IN with the
@@ -111,10 +130,10 @@ func (rt *route) add(vs *viewSource) {
 	vs.reg = registration{on: true, kind: c.Kind, col: int32(col), ci: int32(ci)}
 	switch c.Kind {
 	case query.ConstraintIn:
-		ix := rt.eq[col]
+		ix := rt.eq.get(col)
 		if ix == nil {
 			ix = &eqIndex{oid: oid, byKey: make(map[string][]*viewSource)}
-			rt.eq[col] = ix
+			rt.eq.put(col, ix)
 		}
 		for _, x := range c.Values {
 			k := string(query.AppendKey(nil, ix.oid, x))
@@ -124,20 +143,20 @@ func (rt *route) add(vs *viewSource) {
 			ix.null = append(ix.null, vs)
 		}
 	case query.ConstraintRange:
-		ix := rt.rng[col]
+		ix := rt.rng.get(col)
 		if ix == nil {
 			ix = &rangeIndex{oid: oid}
-			rt.rng[col] = ix
+			rt.rng.put(col, ix)
 		}
 		for _, r := range c.Ranges {
 			ix.entries = append(ix.entries, rangeEntry{r, vs})
 		}
 		ix.sorted = false
 	case query.ConstraintNotIn:
-		ix := rt.ne[col]
+		ix := rt.ne.get(col)
 		if ix == nil {
 			ix = &notInIndex{oid: oid, all: make(map[*viewSource]struct{}), excl: make(map[string][]*viewSource)}
-			rt.ne[col] = ix
+			rt.ne.put(col, ix)
 		}
 		ix.all[vs] = struct{}{}
 		for _, x := range c.Values {
@@ -171,7 +190,7 @@ func (rt *route) remove(vs *viewSource) {
 	case 0:
 		delete(rt.all, vs)
 	case query.ConstraintIn:
-		ix := rt.eq[int(reg.col)]
+		ix := rt.eq.get(int(reg.col))
 		for _, x := range c.Values {
 			k := string(query.AppendKey(nil, ix.oid, x))
 			if l := without(ix.byKey[k], vs); len(l) == 0 {
@@ -184,11 +203,11 @@ func (rt *route) remove(vs *viewSource) {
 			ix.null = without(ix.null, vs)
 		}
 	case query.ConstraintRange:
-		ix := rt.rng[int(reg.col)]
+		ix := rt.rng.get(int(reg.col))
 		ix.entries = slices.DeleteFunc(ix.entries, func(e rangeEntry) bool { return e.vs == vs })
 		ix.sorted = false
 	case query.ConstraintNotIn:
-		ix := rt.ne[int(reg.col)]
+		ix := rt.ne.get(int(reg.col))
 		delete(ix.all, vs)
 		for _, x := range c.Values {
 			k := string(query.AppendKey(nil, ix.oid, x))
@@ -204,10 +223,13 @@ func (rt *route) remove(vs *viewSource) {
 // match calls fn for every view source a row with these layout values
 // can affect (possibly more than once for one view source).
 func (rt *route) match(vals []any, fn func(*viewSource)) {
-	for vs := range rt.all {
-		fn(vs)
+	if len(rt.all) > 0 {
+		for vs := range rt.all {
+			fn(vs)
+		}
 	}
-	for col, ix := range rt.eq {
+	for _, e := range rt.eq {
+		col, ix := e.col, e.ix
 		v := valAt(vals, col)
 		if isUnloaded(v) {
 			for _, l := range ix.byKey {
@@ -231,10 +253,11 @@ func (rt *route) match(vals []any, fn func(*viewSource)) {
 			fn(vs)
 		}
 	}
-	for col, ix := range rt.rng {
-		ix.stab(valAt(vals, col), fn)
+	for _, e := range rt.rng {
+		e.ix.stab(valAt(vals, e.col), fn)
 	}
-	for col, ix := range rt.ne {
+	for _, e := range rt.ne {
+		col, ix := e.col, e.ix
 		v := valAt(vals, col)
 		if v == nil {
 			continue

@@ -113,8 +113,8 @@ type view struct {
 
 	// per transaction
 	dirty     bool
-	touchedAt change.LSN          // the last commit touchSubs told touch-mode subscribers of
-	touched   map[string]struct{} // single-table views: keys touched
+	touchedAt change.LSN // the last commit touchSubs told touch-mode subscribers of
+	touched   []string   // single-table views: keys touched (repeats allowed)
 }
 
 // rset is a result: rows by key and, for ordered views, sorted by
@@ -150,14 +150,11 @@ type shownRow struct {
 	vals []any
 }
 
-// touchKey marks key touched in the transaction (the set is made on first
-// use: most views are never touched).
-func (v *view) touchKey(k string) {
-	if v.touched == nil {
-		v.touched = make(map[string]struct{})
-	}
-	v.touched[k] = struct{}{}
-}
+// touchKey marks key touched in the transaction. The keys are a list,
+// sorted and deduplicated when the view settles: a view is touched by a
+// few keys a transaction, and a list costs less than a set to fill and
+// read.
+func (v *view) touchKey(k string) { v.touched = append(v.touched, k) }
 
 func (v *view) isJoin() bool { return len(v.plan.Sources) > 1 }
 
