@@ -119,3 +119,41 @@ func TestRowValsTextIdentity(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeFast: streamed integers and text decode as change.Decode
+// decodes them, and what decodeFast does not take is left to it.
+func TestDecodeFast(t *testing.T) {
+	tests := []struct {
+		oid  uint32
+		text string
+		done bool
+	}{
+		{change.OIDInt2, "-32768", true},
+		{change.OIDInt2, "32768", false}, // out of range: change.Decode refuses it
+		{change.OIDInt4, "2147483647", true},
+		{change.OIDInt8, "-9223372036854775808", true},
+		{change.OIDInt8, " 7", false},
+		{change.OIDText, "", true},
+		{change.OIDText, "ünï\\x", true},
+		{change.OIDVarchar, "abc", true},
+		{change.OIDBPChar, "ab  ", true},
+		{change.OIDNumeric, "1.50", false},
+	}
+	for _, tt := range tests {
+		typ, _ := change.BuiltinType(tt.oid)
+		lc := &layoutCol{typ: typ, typeOID: tt.oid, typed: true, fast: fastKindOf(typ, tt.oid)}
+		v := change.TextValue(tt.text)
+		got, done := decodeFast(lc, v)
+		if done != tt.done {
+			t.Errorf("decodeFast(%d, %q) done = %v, want %v", tt.oid, tt.text, done, tt.done)
+			continue
+		}
+		if !done {
+			continue
+		}
+		want, err := change.Decode(typ, v, nil)
+		if err != nil || !sameValue(got, want) {
+			t.Errorf("decodeFast(%d, %q) = %#v, change.Decode = %#v, %v", tt.oid, tt.text, got, want, err)
+		}
+	}
+}
