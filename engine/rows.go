@@ -214,6 +214,9 @@ func (tb *table) keyOf(vals []any) (string, bool) {
 		b = query.AppendKey(b, tb.cols[p].typeOID, vals[p])
 	}
 	tb.keyBuf = b
+	if h := tb.rows[string(b)]; h != nil && h.ent.row != nil {
+		return h.ent.key, true // a held row's key: no new string
+	}
 	return string(b), true
 }
 
