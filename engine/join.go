@@ -11,7 +11,8 @@ import (
 )
 
 // Joins. A join view holds, for each source, every row of its table that
-// satisfies that source's own constraints (vs.rows), indexed by the
+// satisfies that source's constraints (vs.rows: its own, and those the ON
+// equalities carry to it, see query.Source.Constraints), indexed by the
 // source's join columns (vs.byJoin: the columns its ON equalities compare
 // with earlier sources) and, for each column a later source joins on, by
 // that column (vs.byCol). The result is kept as entries indexed by root row
@@ -37,7 +38,7 @@ type joinState struct {
 	// before the transaction (nil when the view did not hold it).
 	touched []map[string][]any
 	reads   []*read // the reads of the current (re)hydration, by source
-	// preds are the sources' own constraints, compiled.
+	// preds are the sources' constraints, compiled.
 	preds [][]srcPred
 	// joinCols[i] lists the columns of source i that later sources join on.
 	joinCols [][]int
@@ -462,7 +463,9 @@ func clearTouched(js *joinState) {
 }
 
 // askJoinReads asks for one read per source of a join view: the source's
-// needed columns under its own IN and range constraints.
+// needed columns under its IN and range constraints (its own, and those the
+// joins' equalities carry to it from the sources it joins: see
+// query.Source.Constraints).
 func (s *state) askJoinReads(v *view) {
 	js := v.js
 	js.reads = js.reads[:0]
@@ -527,6 +530,11 @@ func (s *state) sourceSQL(vs *viewSource) (string, [][]byte, []uint32) {
 			}
 			if c.Null {
 				alts = append(alts, name+" IS NULL")
+			}
+			if len(alts) == 0 {
+				// No value at all (the filter, or the joins' equalities,
+				// keep no row of this table): read nothing.
+				alts = append(alts, "false")
 			}
 		case query.ConstraintRange:
 			for _, r := range c.Ranges {

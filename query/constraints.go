@@ -35,21 +35,34 @@ type deriver struct {
 
 func colKey(r *colRef) [2]int { return [2]int{r.src, r.cat} }
 
-// constraints fills each source's Constraints from the filter.
+// constraints fills each source's Constraints from the filter, then
+// carries IN constraints across the joins' ON equalities (propagate).
 func (c *compiler) constraints(p *Plan) {
 	if p.filter == nil {
 		return
 	}
 	d := &deriver{c: c, oids: make(map[[2]int]uint32)}
 	res := d.derive(p.filter, false)
-	for i, s := range p.Sources {
-		if res.none {
-			// No row is ever kept: no change can affect the result.
+	if res.none {
+		// No row is ever kept: no change can affect the result.
+		for _, s := range p.Sources {
 			s.Constraints = []Constraint{{Column: 0, Kind: ConstraintIn}}
+		}
+		return
+	}
+	cols := make(map[[2]int]*dom, len(res.cols))
+	for k, dm := range res.cols {
+		if p.Sources[k[0]].Nullable && dm.kind == ConstraintIn && dm.null {
+			// The null-extended row passes the filter: a row of this
+			// table can change the result by merely existing.
 			continue
 		}
+		cols[k] = dm
+	}
+	d.propagate(cols)
+	for i, s := range p.Sources {
 		var keys [][2]int
-		for k := range res.cols {
+		for k := range cols {
 			if k[0] == i {
 				keys = append(keys, k)
 			}
@@ -57,10 +70,7 @@ func (c *compiler) constraints(p *Plan) {
 		sort.Slice(keys, func(a, b int) bool { return keys[a][1] < keys[b][1] })
 		var cons []Constraint
 		for _, k := range keys {
-			dm := res.cols[k]
-			if s.Nullable && dm.kind == ConstraintIn && dm.null {
-				continue
-			}
+			dm := cols[k]
 			idx := -1
 			for _, r := range c.refs {
 				if r.src == k[0] && r.cat == k[1] {
@@ -78,6 +88,71 @@ func (c *compiler) constraints(p *Plan) {
 			cons = append(cons, con)
 		}
 		s.Constraints = cons
+	}
+}
+
+// propagate narrows the sources' column domains (cols: what each source's
+// held rows satisfy) across the ON equalities of the joins. Each step
+// leaves the join's result unchanged, so it may stop after any step:
+//
+//   - From the earlier (parent) column to the joined source's column, for
+//     INNER and LEFT joins alike: a row of the joined source takes part in
+//     a result only through rows of the parent that satisfy the ON
+//     equalities, and every parent row held satisfies its domain; a joined
+//     row whose column is outside it matches no parent row (and whether a
+//     LEFT JOIN null-extends depends only on the rows that match).
+//   - From the joined source's column back to the parent's, for an INNER
+//     join only: a parent row matching no held row of the joined source is
+//     dropped from every result by the inner join, and without it the
+//     parent (were it null-extended instead) matches nothing either.
+//     Through a LEFT join the parent row stays (null-extended), so nothing
+//     goes back.
+//
+// Only IN value sets travel, without NULL (NULL equals nothing: an IS NULL
+// alone gives nothing), and only between columns of one type and of
+// collations whose = agree, where the values' AppendKey encodes that =.
+func (dv *deriver) propagate(cols map[[2]int]*dom) {
+	joins := dv.c.pendingJoins
+	step := func(from, to *colRef) bool {
+		fd := cols[colKey(from)]
+		if fd == nil || fd.kind != ConstraintIn || len(fd.vals) == 0 {
+			return false
+		}
+		fc, tc := dv.c.column(from), dv.c.column(to)
+		if fc.TypeOID != tc.TypeOID || fc.Collation.OID != tc.Collation.OID && !(fc.Collation.Deterministic && tc.Collation.Deterministic) {
+			return false
+		}
+		nd := newDom(ConstraintIn)
+		for _, v := range fd.vals {
+			nd.add(tc.TypeOID, v)
+		}
+		k := colKey(to)
+		prev := cols[k]
+		if prev != nil {
+			nd = dv.intersect(tc.TypeOID, prev, nd)
+			if prev.kind == ConstraintIn && len(nd.vals) == len(prev.vals) && nd.null == prev.null {
+				return false
+			}
+		}
+		cols[k] = nd
+		return true
+	}
+	// Parents come before the sources joined to them, so one pass forward
+	// and one back carry a chain end to end; a few more settle the rest
+	// (each change adds a constraint or removes values, so it ends).
+	for range 2 * len(joins) {
+		changed := false
+		for _, j := range joins {
+			changed = step(j.other, j.mine) || changed
+		}
+		for i := len(joins) - 1; i >= 0; i-- {
+			if j := joins[i]; dv.c.sources[j.src].Join == JoinInner {
+				changed = step(j.mine, j.other) || changed
+			}
+		}
+		if !changed {
+			return
+		}
 	}
 }
 

@@ -185,7 +185,12 @@ type Source struct {
 	// constrained in every alternative of the filter. For a Nullable
 	// source they are given only when the filter rejects the null-extended
 	// row (otherwise a row of this table can change the result by merely
-	// existing).
+	// existing). IN value sets are also carried across the ON equalities
+	// between columns of one type: from a source to the sources joined to
+	// it (INNER or LEFT), and back from an INNER-joined source to the one it
+	// joins, so `t.id = $1` and `c.ticket_id = t.id` constrain c.ticket_id
+	// to $1; a LEFT-joined source's constraints never narrow the sources it
+	// is joined to.
 	Constraints []Constraint
 }
 
