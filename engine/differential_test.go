@@ -375,6 +375,26 @@ func (q *qbuilder) pred(depth int) string {
 	return name + " = " + q.operand(c)
 }
 
+// keyPred constrains a join column (k or r, int4) of one of the sources to
+// a value or a short list, maybe NULL too.
+func (q *qbuilder) keyPred() string {
+	g := q.g
+	s := q.srcs[g.rng.IntN(len(q.srcs))]
+	c := s.tb.col(g.pick([]string{"k", "k", "r"}))
+	name := s.alias + "." + c.name
+	switch g.rng.IntN(4) {
+	case 0:
+		items := []string{q.operand(c), q.operand(c)}
+		if g.rng.IntN(3) == 0 {
+			items = append(items, "NULL")
+		}
+		return name + " IN (" + strings.Join(items, ", ") + ")"
+	case 1:
+		return "(" + name + " = " + q.operand(c) + " OR " + name + " IS NULL)"
+	}
+	return name + " = " + q.operand(c)
+}
+
 // joinOn links source i to an earlier one; "" when none fits.
 func (q *qbuilder) joinOn(i int) string {
 	b := q.srcs[i]
@@ -435,6 +455,18 @@ func (g *dgen) query() dquery {
 	where := ""
 	if g.rng.IntN(7) > 0 {
 		where = " WHERE " + q.pred(2)
+	}
+	if nsrc > 1 && g.rng.IntN(2) == 0 {
+		// A lookup by a join column (the ORM's "this parent and its
+		// children"): the ON equalities carry its values to the other
+		// sources.
+		key := q.keyPred()
+		if where == "" {
+			where = " WHERE " + key
+		} else {
+			where = " WHERE " + key + " AND (" + where[len(" WHERE "):] + ")"
+		}
+		shape += "+key"
 	}
 	var order []string
 	limit, offset := "", ""

@@ -58,8 +58,21 @@ INSERT INTO c VALUES
 			where: []string{"name IN ('c''q', 'é', 'a')", "f > 1"}},
 		{sql: "SELECT p.id, c.id FROM p JOIN c ON c.pid = p.id WHERE p.id = ANY($1) AND c.k2 <> 'x' AND c.n NOT IN (2)",
 			binds: []query.Bind{{OID: 1016, Format: query.FormatText, Data: []byte("{1,2,4,9223372036854775807}")}},
-			// NOT IN is left to the core: the read of c applies no filter.
-			where: []string{"id IN (1, 2, 4, 9223372036854775807)", ""}},
+			// NOT IN is left to the core; c.pid = p.id carries p's values.
+			where: []string{"id IN (1, 2, 4, 9223372036854775807)", "pid IN (1, 2, 4, 9223372036854775807)"}},
+		{sql: "SELECT p.id, c.id FROM p LEFT JOIN c ON c.pid = p.id WHERE p.id = $1",
+			binds: []query.Bind{{OID: 20, Format: query.FormatText, Data: []byte("2")}},
+			// The preserved side's value set bounds the nullable side.
+			where: []string{"id = 2", "pid = 2"}},
+		{sql: "SELECT p.id, c.id FROM p LEFT JOIN c ON c.pid = p.id WHERE c.pid = 1 AND p.id >= 1",
+			// Not carried back from the nullable side.
+			where: []string{"id >= 1", "pid = 1"}},
+		{sql: "SELECT p.id, c.id FROM p JOIN c ON c.pid = p.id WHERE p.id = 1 AND c.pid = 2",
+			// Contradictory: c reads nothing.
+			where: []string{"id = 1", "false"}},
+		{sql: "SELECT p.id, c.id FROM p JOIN c ON c.n = p.id WHERE p.id = 2",
+			// int4 = int8: the types differ, nothing is carried.
+			where: []string{"id = 2", ""}},
 		{sql: "SELECT p.id, c.id FROM p LEFT JOIN c ON c.pid = p.id WHERE p.id > 2 AND (c.n = 7 OR c.n IS NULL)",
 			// The filter accepts the null-extended row: a row of c
 			// counts by merely existing, so its read is unfiltered.
