@@ -18,7 +18,7 @@
 //
 // # Lookups
 //
-// Lookups returns the reads the desk makes (25): point lookups by key and
+// Lookups returns the reads the desk makes (26): point lookups by key and
 // by the two-column key, IS NULL, OR, <> and NOT IN, = ANY of an array, a
 // time range, a 100-id IN list, results that must stay empty, the largest
 // result under the per-entry cap, ORDER BY ... LIMIT pages, counts, inner

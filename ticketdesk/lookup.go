@@ -162,6 +162,15 @@ type TicketAssignee struct {
 	UserName *string `json:"user_name"`
 }
 
+// TicketComment is a ticket with one of its comments, or with none (a
+// left join).
+type TicketComment struct {
+	ID          int64   `json:"id"`
+	Status      string  `json:"status"`
+	CommentID   *int64  `json:"comment_id"`
+	CommentBody *string `json:"comment_body"`
+}
+
 // StatusCount is one group of a GROUP BY.
 type StatusCount struct {
 	Status string `json:"status"`
@@ -367,6 +376,16 @@ func Lookups() []Lookup {
 					Select("tickets.id, tickets.status, users.id AS user_id, users.name AS user_name").
 					Joins("LEFT JOIN users ON users.id = tickets.assignee_id").
 					Where("tickets.id = ?", i64(a[0])))
+			},
+		},
+		{
+			Name: "ticket_with_comments", Why: "left join a ticket to its comments: the comments read is bounded by the ticket's id through the ON equality",
+			Args: func(r *rand.Rand, w *World) []any { return []any{ticket(r, w)} },
+			Run: func(ctx context.Context, db *gorm.DB, a []any) (any, error) {
+				return find[TicketComment](db.WithContext(ctx).Table("tickets").
+					Select("tickets.id, tickets.status, comments.id AS comment_id, comments.body AS comment_body").
+					Joins("LEFT JOIN comments ON comments.ticket_id = tickets.id").
+					Where("tickets.id = ?", i64(a[0])).Order("comments.id"))
 			},
 		},
 		{
