@@ -78,8 +78,13 @@ func FuzzCompile(f *testing.F) {
 		}
 		// The lexical prescreen's bounds never exceed the parse tree's
 		// counts (else it would refuse queries the limits allow).
-		if alt, in, ok := prescreen(sql); ok && p.stmt.sel.WhereClause != nil {
-			w := p.stmt.sel.WhereClause
+		// (The plan keeps no tree: the SQL is parsed again for this.)
+		tree, err := pg.Parse(sql)
+		if err != nil {
+			t.Fatalf("parse %q again: %v", sql, err)
+		}
+		if alt, in, ok := prescreen(sql); ok && tree.Stmts[0].Stmt.GetSelectStmt().WhereClause != nil {
+			w := tree.Stmts[0].Stmt.GetSelectStmt().WhereClause
 			if real := alternatives(w, false, 1<<40); alt > real {
 				t.Fatalf("prescreen counts %d alternatives in %q, the tree %d", alt, sql, real)
 			}

@@ -127,7 +127,6 @@ type Plan struct {
 	Count bool
 
 	filter *expr // nil: no WHERE
-	stmt   *selectStmt
 }
 
 // JoinKind says how a source is joined.

@@ -1,17 +1,11 @@
 package query
 
 import (
+	"fmt"
 	"strconv"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
-	"google.golang.org/protobuf/proto"
 )
-
-// selectStmt is the parsed statement, table names schema-qualified.
-type selectStmt struct {
-	tree *pg.ParseResult
-	sel  *pg.SelectStmt
-}
 
 // intConst is an integer constant of any size (A_Const's Ival is 32-bit;
 // larger ones are written as the lexer writes them, as a float constant's
@@ -30,8 +24,19 @@ func colNode(alias, name string) *pg.Node {
 
 // Render returns SQL the engine runs against PostgreSQL to read this
 // query's rows (see RenderOptions), with $n parameters to pass with Args.
+//
+// A plan does not keep its parse tree (it was about half of a plan's
+// memory): Render parses Normalized again, which is the compiled tree as
+// the deparser printed it and parses back to the same statement, and
+// changes that tree. Render runs once per read of PostgreSQL, so the parse
+// costs little next to the read.
 func (p *Plan) Render(o RenderOptions) string {
-	tree := proto.Clone(p.stmt.tree).(*pg.ParseResult)
+	tree, err := pg.Parse(p.Normalized)
+	if err != nil || len(tree.Stmts) != 1 || tree.Stmts[0].Stmt.GetSelectStmt() == nil {
+		// Normalized is the deparser's own output of a single SELECT; a
+		// failure to read it back is a bug.
+		panic(fmt.Sprintf("query: parse normalized %q: %v", p.Normalized, err))
+	}
 	sel := tree.Stmts[0].Stmt.GetSelectStmt()
 	if o.Columns == SelectNeeded {
 		sel.TargetList = nil
