@@ -399,6 +399,8 @@ func (c *compiler) finish(p *Plan) {
 	}
 	c.fixJoinKeys()
 	c.fixOutputs(p)
+	p.Output = shareOutput(p.Output)
+	p.Order = shareOrder(p.Order)
 	p.Sources = c.sources
 	p.Params = c.params
 	p.ParamOIDs = c.paramOIDs

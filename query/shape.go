@@ -1,0 +1,69 @@
+package query
+
+import (
+	"strconv"
+	"sync"
+)
+
+// Plans of one shape (the same query with other binds) have equal Output
+// and Order slices: a plan takes the slice an earlier plan already holds
+// instead of keeping its own copy. The tables are keyed by the slices'
+// contents, so two plans share one only when it is equal element for
+// element, whatever they were compiled from; a table forgets everything
+// once it holds maxShapes entries, which bounds it under any mix of
+// queries. Shared slices are never written to (a Plan is immutable).
+var shapes struct {
+	sync.Mutex
+	outputs map[string][]Output
+	orders  map[string][]OrderKey
+}
+
+const maxShapes = 4096
+
+// shareOutput returns a slice equal to o, shared with other plans.
+func shareOutput(o []Output) []Output {
+	var k []byte
+	for _, x := range o {
+		k = strconv.AppendQuote(k, x.Name)
+		k = appendInts(k, int64(x.TypeOID), int64(x.TypeMod), int64(x.Source), int64(x.Column))
+	}
+	return share(&shapes.outputs, k, o)
+}
+
+// shareOrder returns a slice equal to o, shared with other plans.
+func shareOrder(o []OrderKey) []OrderKey {
+	var k []byte
+	for _, x := range o {
+		k = appendInts(k, int64(x.Source), int64(x.Column))
+		k = strconv.AppendBool(k, x.Desc)
+		k = strconv.AppendBool(k, x.NullsFirst)
+	}
+	return share(&shapes.orders, k, o)
+}
+
+func appendInts(k []byte, xs ...int64) []byte {
+	for _, x := range xs {
+		k = strconv.AppendInt(k, x, 10)
+		k = append(k, '/')
+	}
+	return k
+}
+
+// share returns the slice table holds under key, or stores o there
+// (capped, so that no append can reach past it) and returns it.
+func share[T any](table *map[string][]T, key []byte, o []T) []T {
+	if len(o) == 0 {
+		return o
+	}
+	shapes.Lock()
+	defer shapes.Unlock()
+	if s, ok := (*table)[string(key)]; ok {
+		return s
+	}
+	if *table == nil || len(*table) >= maxShapes {
+		*table = make(map[string][]T)
+	}
+	o = o[:len(o):len(o)]
+	(*table)[string(key)] = o
+	return o
+}
