@@ -44,7 +44,11 @@
 // Render produces SQL the engine runs against PostgreSQL: the query itself,
 // or the query selecting every needed column with ORDER BY extended by the
 // primary keys and LIMIT widened by a margin, with the binds passed as
-// parameters (Plan.Args).
+// parameters (Plan.Args). A plan keeps no parse tree: Render parses
+// Plan.Normalized again (the compiled tree as the deparser printed it) and
+// changes that. What depends only on a query's shape is shared between
+// plans of that shape: the output and order slices, and a source's columns
+// when they are its table's leading ones (the catalog's own slice).
 //
 // # Semantics
 //
