@@ -874,6 +874,10 @@ func (s *state) land() {
 			continue
 		}
 		if r.v.isJoin() {
+			if !slices.Contains(r.v.js.reads, r) {
+				delete(s.reads, id) // a read of a round asked again since
+				continue
+			}
 			if s.joinReadsReady(r.v) {
 				s.landJoin(r.v)
 			} else {

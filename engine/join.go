@@ -468,6 +468,11 @@ func clearTouched(js *joinState) {
 // query.Source.Constraints).
 func (s *state) askJoinReads(v *view) {
 	js := v.js
+	// Reads of an earlier round (a landing whose replay failed asks
+	// again) must not land later: only the round asked here does.
+	for _, r := range js.reads {
+		delete(s.reads, r.id)
+	}
 	js.reads = js.reads[:0]
 	for i, vs := range v.srcs {
 		sql, args, oids := s.sourceSQL(vs)
@@ -595,10 +600,16 @@ func (s *state) landJoin(v *view) {
 	reads := js.reads
 	js.reads = nil
 	v.read = nil
+	// All of this round's reads leave the pending set now, not one by one
+	// in the loop: a replay that fails below asks a new round, and a read
+	// of this one left pending would later find js.reads empty (every
+	// read "ready") and land a round that does not exist.
+	for _, r := range reads {
+		delete(s.reads, r.id)
+	}
 	priv := make([]map[string][]any, len(v.srcs))
 	for i, vs := range v.srcs {
 		r := reads[i]
-		delete(s.reads, r.id)
 		tb := vs.t
 		m := make(map[string][]any, len(r.rows))
 		for _, row := range r.rows {
