@@ -474,8 +474,16 @@ func (e *Engine) work() {
 		}
 		snap, rows, held, complete, err := e.reader.readFor(e.ctx, q.req, q.mark)
 		if err != nil && e.ctx.Err() == nil {
-			e.log.Warn("hydration read failed", "read", q.req.ID, "sql", q.req.SQL, "err", err)
-			if code := readCode(err); code == CodeTableDropped || code == CodeSchemaChanged {
+			code := readCode(err)
+			if code == CodeRowLimit {
+				// A result over the row limit is an answer (the
+				// subscription is refused and the backend reads
+				// PostgreSQL), not a fault to warn about.
+				e.log.Info("hydration read over the row limit", "read", q.req.ID, "sql", q.req.SQL, "err", err)
+			} else {
+				e.log.Warn("hydration read failed", "read", q.req.ID, "code", code, "sql", q.req.SQL, "err", err)
+			}
+			if code == CodeTableDropped || code == CodeSchemaChanged {
 				// The catalog must read the tables again, and other views
 				// of them may be broken too.
 				e.invalidate(q.req)
