@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,14 +20,6 @@ import (
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-type counter struct{ n atomic.Int64 }
-
-func (c *counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // DBTX is the interface sqlc generates for pgx.
 type DBTX interface {
@@ -135,7 +126,7 @@ type env struct {
 	pp    *pgxpool.Pool
 	pool  *pgxcache.Pool
 	cfg   readcache.Config
-	stmts *counter
+	stmts *pgtest.StatementCounter
 }
 
 func newEnv(t testing.TB, schema string, tweak func(*pgxpool.Config)) *env {
@@ -155,7 +146,7 @@ func newEnv(t testing.TB, schema string, tweak func(*pgxpool.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{admin: admin, stmts: &counter{}, cfg: readcache.DefaultConfig()}
+	e := &env{admin: admin, stmts: &pgtest.StatementCounter{}, cfg: readcache.DefaultConfig()}
 	pcfg.ConnConfig.Tracer = e.stmts
 	if tweak != nil {
 		tweak(pcfg)
@@ -182,9 +173,9 @@ func TestSqlcPgx(t *testing.T) {
 	warm := func(read func() error) { t.Helper(); rctest.WarmHit(t, cache, read) }
 	get := func() error { _, err := q.GetItem(ctx, 5); return err }
 	warm(get)
-	n0 := stmts.n.Load()
-	if err := get(); err != nil || stmts.n.Load() != n0 {
-		t.Fatalf("hit: err %v, statements to PostgreSQL %d, want 0", err, stmts.n.Load()-n0)
+	n0 := stmts.Count()
+	if err := get(); err != nil || stmts.Count() != n0 {
+		t.Fatalf("hit: err %v, statements to PostgreSQL %d, want 0", err, stmts.Count()-n0)
 	}
 
 	// Equal to PostgreSQL: point, ordered+limited, count.
@@ -209,7 +200,7 @@ func TestSqlcPgx(t *testing.T) {
 	if _, err := admin.Exec(ctx, "UPDATE items SET name = 'renamed' WHERE id = 5"); err != nil {
 		t.Fatal(err)
 	}
-	n0 = stmts.n.Load()
+	n0 = stmts.Count()
 	rctest.Eventually(t, 20*time.Second, func() string {
 		it, err := q.GetItem(ctx, 5)
 		if err != nil {
@@ -220,14 +211,14 @@ func TestSqlcPgx(t *testing.T) {
 		}
 		return ""
 	})
-	if d := stmts.n.Load() - n0; d != 0 {
+	if d := stmts.Count() - n0; d != 0 {
 		t.Fatalf("statements to PostgreSQL while the change arrived = %d, want 0", d)
 	}
 
 	// Routes both ways.
-	n0 = stmts.n.Load()
-	if _, err := q.GetItem(readcache.ViaPostgres(ctx), 5); err != nil || stmts.n.Load() != n0+1 {
-		t.Fatalf("ViaPostgres: err %v, statements %d, want 1", err, stmts.n.Load()-n0)
+	n0 = stmts.Count()
+	if _, err := q.GetItem(readcache.ViaPostgres(ctx), 5); err != nil || stmts.Count() != n0+1 {
+		t.Fatalf("ViaPostgres: err %v, statements %d, want 1", err, stmts.Count()-n0)
 	}
 	pool.SetRoute(readcache.RoutePostgres)
 	h := cache.Stats().Hits
@@ -241,9 +232,9 @@ func TestSqlcPgx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n0 = stmts.n.Load()
-	if _, err := (&Queries{db: tx}).GetItem(ctx, 5); err != nil || stmts.n.Load() == n0 {
-		t.Fatalf("read in a transaction: err %v, statements %d, want 1", err, stmts.n.Load()-n0)
+	n0 = stmts.Count()
+	if _, err := (&Queries{db: tx}).GetItem(ctx, 5); err != nil || stmts.Count() == n0 {
+		t.Fatalf("read in a transaction: err %v, statements %d, want 1", err, stmts.Count()-n0)
 	}
 	tx.Rollback(ctx)
 

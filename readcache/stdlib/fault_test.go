@@ -30,7 +30,7 @@ func TestRoutes(t *testing.T) {
 		return func() error { _, err := e.value(ctx, 1); return err }
 	}
 	e.warm(read(ctx))
-	pgReads := func() int64 { return e.stmts.n.Load() }
+	pgReads := func() int64 { return e.stmts.Count() }
 
 	before := pgReads()
 	if _, err := e.value(readcache.ViaPostgres(ctx), 1); err != nil {
@@ -152,7 +152,7 @@ func TestWrongDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A pool on the other database, pointed at the engine of e's.
-	wrong := &env{t: t, db: other, stmts: &counter{}}
+	wrong := &env{t: t, db: other, stmts: &pgtest.StatementCounter{}}
 	db, conn := wrong.open(e.srv.URL, nil)
 	rctest.Eventually(t, 20*time.Second, func() string {
 		var v string
@@ -175,7 +175,7 @@ func TestWrongDatabase(t *testing.T) {
 // TestWrongToken: the failure to connect says the token was refused.
 func TestWrongToken(t *testing.T) {
 	db := pgtest.NewDB(t)
-	e := &env{t: t, db: db, stmts: &counter{}}
+	e := &env{t: t, db: db, stmts: &pgtest.StatementCounter{}}
 	ctx := rctest.Ctx(t)
 	admin, err := pgx.Connect(ctx, db.DSN)
 	if err != nil {
@@ -196,7 +196,7 @@ func TestWrongToken(t *testing.T) {
 		return ""
 	})
 	// The right token works.
-	e2 := &env{t: t, db: db, stmts: &counter{}}
+	e2 := &env{t: t, db: db, stmts: &pgtest.StatementCounter{}}
 	e2.sqlDB, e2.conn = e2.open(srv.URL, func(c *readcache.Config) { c.Token = "right" })
 	e2.warm(func() error { _, err := e2.value(ctx, 1); return err })
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,15 +19,6 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// counter counts the statements PostgreSQL receives from a pool.
-type counter struct{ n atomic.Int64 }
-
-func (c *counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
 // env is a real database, a real freshet serve following it, a plain pgx
 // connection for writes and reference reads, and a *sql.DB of the driver
 // whose statements to PostgreSQL are counted.
@@ -39,7 +29,7 @@ type env struct {
 	admin *pgx.Conn
 	sqlDB *sql.DB
 	conn  *stdlib.Connector
-	stmts *counter
+	stmts *pgtest.StatementCounter
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -57,7 +47,7 @@ func newEnv(t testing.TB, setup string, tweak func(*readcache.Config)) *env {
 		t.Fatalf("setup: %v", err)
 	}
 	srv := rctest.Start(t, db.DSN, db.Name)
-	e := &env{t: t, db: db, srv: srv, admin: admin, stmts: &counter{}}
+	e := &env{t: t, db: db, srv: srv, admin: admin, stmts: &pgtest.StatementCounter{}}
 	e.sqlDB, e.conn = e.open(srv.URL, tweak)
 	return e
 }
@@ -105,14 +95,14 @@ func (e *env) warm(read func() error) {
 // sent to PostgreSQL.
 func (e *env) hit(read func() error) {
 	e.t.Helper()
-	hits, stmts := e.conn.Cache().Stats().Hits, e.stmts.n.Load()
+	hits, stmts := e.conn.Cache().Stats().Hits, e.stmts.Count()
 	if err := read(); err != nil {
 		e.t.Fatal(err)
 	}
 	if got := e.conn.Cache().Stats().Hits; got != hits+1 {
 		e.t.Fatalf("hits = %d, want %d (stats %+v)", got, hits+1, e.conn.Cache().Stats())
 	}
-	if got := e.stmts.n.Load(); got != stmts {
+	if got := e.stmts.Count(); got != stmts {
 		e.t.Fatalf("statements sent to PostgreSQL = %d, want %d (a hit sends none)", got, stmts)
 	}
 }
@@ -121,7 +111,7 @@ func (e *env) hit(read func() error) {
 // and checks PostgreSQL received no statement from the pool meanwhile.
 func (e *env) fresh(read func() (string, error), want string) {
 	e.t.Helper()
-	stmts := e.stmts.n.Load()
+	stmts := e.stmts.Count()
 	rctest.Eventually(e.t, 20*time.Second, func() string {
 		got, err := read()
 		if err != nil {
@@ -132,7 +122,7 @@ func (e *env) fresh(read func() (string, error), want string) {
 		}
 		return ""
 	})
-	if got := e.stmts.n.Load(); got != stmts {
+	if got := e.stmts.Count(); got != stmts {
 		e.t.Fatalf("statements sent to PostgreSQL while waiting for the change = %d, want 0", got-stmts)
 	}
 }

@@ -211,14 +211,14 @@ func TestORMs(t *testing.T) {
 			e.warm(get(ctx))
 
 			// Route flags, both ways.
-			stmts := e.stmts.n.Load()
-			if _, err := r.get(readcache.ViaPostgres(ctx), 7); err != nil || e.stmts.n.Load() != stmts+1 {
-				t.Fatalf("ViaPostgres: err %v, statements to PostgreSQL %d, want 1", err, e.stmts.n.Load()-stmts)
+			stmts := e.stmts.Count()
+			if _, err := r.get(readcache.ViaPostgres(ctx), 7); err != nil || e.stmts.Count() != stmts+1 {
+				t.Fatalf("ViaPostgres: err %v, statements to PostgreSQL %d, want 1", err, e.stmts.Count()-stmts)
 			}
 			e.conn.SetRoute(readcache.RoutePostgres)
-			stmts = e.stmts.n.Load()
-			if _, err := r.get(ctx, 7); err != nil || e.stmts.n.Load() != stmts+1 {
-				t.Fatalf("pool route postgres: err %v, statements to PostgreSQL %d, want 1", err, e.stmts.n.Load()-stmts)
+			stmts = e.stmts.Count()
+			if _, err := r.get(ctx, 7); err != nil || e.stmts.Count() != stmts+1 {
+				t.Fatalf("pool route postgres: err %v, statements to PostgreSQL %d, want 1", err, e.stmts.Count()-stmts)
 			}
 			e.hit(get(readcache.ViaCache(ctx)))
 			e.conn.SetRoute(readcache.RouteDefault)

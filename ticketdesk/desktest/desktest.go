@@ -5,14 +5,13 @@
 package desktest
 
 import (
-	"context"
 	"database/sql"
 	"log/slog"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/freshetdb/freshet/internal/pgtest"
 	"github.com/freshetdb/freshet/internal/servetest"
 	"github.com/freshetdb/freshet/readcache"
 	"github.com/freshetdb/freshet/readcache/stdlib"
@@ -39,20 +38,11 @@ type Pool struct {
 	Cache *readcache.Cache
 	// Refusals records the refusal code the engine gave each SQL text.
 	Refusals *ticketdesk.RefusalLog
-	stmts    atomic.Int64
+	stmts    pgtest.StatementCounter
 }
 
 // Statements returns how many statements the pool has sent to PostgreSQL.
-func (p *Pool) Statements() int64 { return p.stmts.Load() }
-
-// TraceQueryStart counts a statement (pgx.QueryTracer).
-func (p *Pool) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	p.stmts.Add(1)
-	return ctx
-}
-
-// TraceQueryEnd does nothing (pgx.QueryTracer).
-func (p *Pool) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (p *Pool) Statements() int64 { return p.stmts.Count() }
 
 // Open opens a pool on dsn reading through the engine at url, with a read
 // cache configured for tests (fast reconnects; tweak may change more). It
@@ -75,7 +65,7 @@ func Open(t testing.TB, dsn, url string, tweak func(*readcache.Config)) *Pool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pcfg.Tracer = p
+	pcfg.Tracer = &p.stmts
 	c, err := stdlib.NewConnectorConfig(pcfg, cfg)
 	if err != nil {
 		t.Fatal(err)
