@@ -121,21 +121,7 @@ func BenchmarkRoute(b *testing.B) {
 			for j := range rows {
 				rows[j] = bc.row(1, (j+1)*7919%n)
 			}
-			ch := []change.Change{{Op: change.OpUpdate, Rel: bc.rel}}
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0 := cpuTime()
-			defer func() { reportCPU(b, cpu0) }()
-			i := 0
-			for b.Loop() {
-				i++
-				ch[0].New = rows[i%len(rows)]
-				bc.txn(ch)
-				rd := bc.core.Ready()
-				if len(rd.Outputs) != 2 {
-					b.Fatalf("outputs = %d, want 2", len(rd.Outputs))
-				}
-			}
+			routeUpdates(b, bc, rows, 2)
 		})
 	}
 }
@@ -157,22 +143,27 @@ func BenchmarkRouteOne(b *testing.B) {
 				rows[j] = bc.row(1, price)
 				rows[j][1] = txt("name-" + strconv.Itoa(j))
 			}
-			ch := []change.Change{{Op: change.OpUpdate, Rel: bc.rel}}
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0 := cpuTime()
-			defer func() { reportCPU(b, cpu0) }()
-			i := 0
-			for b.Loop() {
-				i++
-				ch[0].New = rows[i%len(rows)]
-				bc.txn(ch)
-				rd := bc.core.Ready()
-				if len(rd.Outputs) != 1 {
-					b.Fatalf("outputs = %d, want 1", len(rd.Outputs))
-				}
-			}
+			routeUpdates(b, bc, rows, 1)
 		})
+	}
+}
+
+// routeUpdates times updates of bc's table cycling through rows, one per
+// transaction, each of which must produce want outputs.
+func routeUpdates(b *testing.B, bc *benchCore, rows []change.Row, want int) {
+	ch := []change.Change{{Op: change.OpUpdate, Rel: bc.rel}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	defer func() { reportCPU(b, cpu0) }()
+	i := 0
+	for b.Loop() {
+		i++
+		ch[0].New = rows[i%len(rows)]
+		bc.txn(ch)
+		if rd := bc.core.Ready(); len(rd.Outputs) != want {
+			b.Fatalf("outputs = %d, want %d", len(rd.Outputs), want)
+		}
 	}
 }
 
