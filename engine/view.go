@@ -139,7 +139,7 @@ func newRset(p *query.Plan, margin int) rset {
 		rs.ordered = len(p.Order) > 0 || p.Limit >= 0 || p.Offset > 0
 		rs.window = p.Limit >= 0
 		if rs.window {
-			rs.cap = int(min(p.Offset+p.Limit+int64(margin), 1<<40))
+			rs.cap = int(min(p.WindowEnd(int64(margin)), 1<<40))
 		}
 	}
 	return rs
@@ -212,7 +212,7 @@ func (v *rset) visible() []*entry {
 	n := int64(len(v.list))
 	lo, hi := min(v.plan.Offset, n), n
 	if v.plan.Limit >= 0 {
-		hi = min(v.plan.Offset+v.plan.Limit, n)
+		hi = min(v.plan.WindowEnd(0), n)
 	}
 	return v.list[lo:hi]
 }
@@ -222,7 +222,7 @@ func (v *rset) covered() bool {
 	if !v.window || v.complete {
 		return true
 	}
-	return int64(len(v.list)) >= v.plan.Offset+v.plan.Limit
+	return int64(len(v.list)) >= v.plan.WindowEnd(0)
 }
 
 // insert adds e to the result (the key must not be in it). In a window that

@@ -200,9 +200,10 @@ func children(n *pg.Node) []*pg.Node {
 	return nil
 }
 
-// sat adds or multiplies counts, saturating at limit.
+// satAdd and satMul add or multiply non-negative counts, saturating at
+// limit (never wrapping, whatever the limit).
 func satAdd(a, b, limit int64) int64 {
-	if a+b > limit {
+	if b > limit || a > limit-b {
 		return limit
 	}
 	return a + b

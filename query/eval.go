@@ -1,5 +1,7 @@
 package query
 
+import "math"
+
 // Eval evaluates the WHERE clause over a joined row: True when PostgreSQL
 // keeps the row, False or Unknown when it does not. A query without WHERE
 // is True for every row. Join conditions are not part of it: the engine
@@ -110,4 +112,16 @@ func (p *Plan) Args() (values [][]byte, oids []uint32, formats []int16) {
 		formats[i] = int16(b.Format)
 	}
 	return values, oids, formats
+}
+
+// WindowEnd is OFFSET+LIMIT+margin: how many rows, in window order, a
+// window reaches to, with margin rows held past it. The sum saturates at
+// math.MaxInt64 rather than wrapping (OFFSET and LIMIT each go up to
+// 2^63-1, and an application's LIMIT $1 is the user's page size). Without
+// a LIMIT it is math.MaxInt64. A negative margin counts as 0.
+func (p *Plan) WindowEnd(margin int64) int64 {
+	if p.Limit < 0 {
+		return math.MaxInt64
+	}
+	return satAdd(satAdd(p.Offset, p.Limit, math.MaxInt64), max(margin, 0), math.MaxInt64)
 }

@@ -82,11 +82,7 @@ func (p *Plan) Render(o RenderOptions) string {
 						pg.SortByDir_SORTBY_ASC, pg.SortByNulls_SORTBY_NULLS_LAST, -1))
 				}
 			}
-			n := p.Offset + p.Limit + o.Margin
-			if n < 0 {
-				n = 1<<63 - 1
-			}
-			sel.LimitCount = intConst(n)
+			sel.LimitCount = intConst(p.WindowEnd(o.Margin))
 			sel.LimitOption = pg.LimitOption_LIMIT_OPTION_COUNT
 		} else {
 			sel.LimitCount = nil
