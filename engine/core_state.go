@@ -669,6 +669,9 @@ func (s *state) finish(lsn change.LSN) {
 	}
 	s.cur = nil
 	s.inTxn = false
+	// In view order, not the order rowChange found them (a map's): the
+	// reads and touches that follow are outputs.
+	slices.SortFunc(s.refresh, func(a, b *view) int { return cmpU64(a.id, b.id) })
 	for _, v := range s.refresh {
 		if v.status == viewLive {
 			s.refill(v, lsn)
