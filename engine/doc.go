@@ -46,7 +46,8 @@
 // index of REPLICA IDENTITY USING INDEX.
 //
 // Touch mode. Every committed transaction that changes a result is
-// touched at its own commit LSN; a view waiting for a read touches for
+// touched at its own commit LSN (for an ordered result, which rows tie on
+// ORDER BY is part of it: what PostgreSQL may answer changes with it); a view waiting for a read touches for
 // every transaction that changes a row of its tables, so a touch may come
 // for a transaction that changed nothing, never late.
 package engine

@@ -108,8 +108,10 @@ type view struct {
 
 	rset
 	// shown is what ordered views' subscribers hold (the window's visible
-	// part), to diff against.
-	shown []shownRow
+	// part), to diff against; shownTieAfter: its last row ties on ORDER BY
+	// with the row after the window.
+	shown         []shownRow
+	shownTieAfter bool
 
 	// per transaction
 	dirty     bool
@@ -148,6 +150,9 @@ func newRset(p *query.Plan, margin int) rset {
 type shownRow struct {
 	key  string
 	vals []any
+	// tie: the row ties on ORDER BY with the one before it (for the
+	// first visible row, the row OFFSET skips last).
+	tie bool
 }
 
 // touchKey marks key touched in the transaction. The keys are a list,
@@ -327,11 +332,33 @@ func (v *view) resultRow(e *entry) ResultRow {
 
 // snapshotShown records what an ordered view's subscribers now hold.
 func (v *view) snapshotShown() {
-	vis := v.visible()
+	lo, vis := v.visibleAt()
 	v.shown = v.shown[:0]
-	for _, e := range vis {
-		v.shown = append(v.shown, shownRow{e.key, v.plan.Project(e.q())})
+	for i, e := range vis {
+		v.shown = append(v.shown, shownRow{e.key, v.plan.Project(e.q()), v.tiesBefore(lo + i)})
 	}
+	v.shownTieAfter = len(vis) > 0 && v.tiesBefore(lo+len(vis))
+}
+
+// visibleAt is visible with the index in list of its first entry.
+func (v *rset) visibleAt() (int, []*entry) {
+	vis := v.visible()
+	if len(vis) == 0 {
+		return 0, vis
+	}
+	return int(min(v.plan.Offset, int64(len(v.list)))), vis
+}
+
+// tiesBefore reports whether list[i] ties on ORDER BY with list[i-1]
+// (false when either is not held). Which rows tie decides which orders
+// (and, at a window's edges, which rows) PostgreSQL may answer with: a
+// change of it changes the result a touch-mode subscriber caches, even
+// when the engine's own order (ties broken by key) stays the same.
+func (v *rset) tiesBefore(i int) bool {
+	if i <= 0 || i >= len(v.list) || len(v.plan.Order) == 0 {
+		return false
+	}
+	return v.plan.Compare(v.list[i-1].q(), v.list[i].q()) == 0
 }
 
 // accepted builds a subscriber's Accepted output.
@@ -362,6 +389,11 @@ type delta struct {
 	order   []Key
 	count   int64
 	changed bool
+	// ties: an ordered result kept its rows and order but not which of
+	// them tie on ORDER BY; touch-mode subscribers are told (what they
+	// cached may no longer be an order PostgreSQL would answer with),
+	// rows-mode ones hold an order that is still right.
+	ties bool
 }
 
 // diffShown compares an ordered view's visible rows with what subscribers
@@ -395,6 +427,15 @@ func (v *view) diffShown() delta {
 	d.changed = len(d.rows) > 0 || len(d.removed) > 0 || !same
 	if d.order == nil {
 		d.order = []Key{}
+	}
+	if !d.changed {
+		// The same rows in the same order: did the ties among them
+		// change?
+		lo, _ := v.visibleAt()
+		d.ties = v.shownTieAfter != (len(vis) > 0 && v.tiesBefore(lo+len(vis)))
+		for i := 0; i < len(vis) && !d.ties; i++ {
+			d.ties = v.shown[i].tie != v.tiesBefore(lo+i)
+		}
 	}
 	v.snapshotShown()
 	return d
@@ -565,7 +606,7 @@ func (s *state) touchSubs(v *view, lsn change.LSN) {
 
 // emit sends a delta to the view's subscribers.
 func (s *state) emit(v *view, d delta, lsn change.LSN) {
-	if !d.changed {
+	if !d.changed && !d.ties {
 		return
 	}
 	for _, sb := range v.subs {
@@ -576,6 +617,9 @@ func (s *state) emit(v *view, d delta, lsn change.LSN) {
 			if v.touchedAt != lsn {
 				s.out.Outputs = append(s.out.Outputs, Output{Sub: sb.id, Kind: OutputTouched, LSN: lsn})
 			}
+			continue
+		}
+		if !d.changed {
 			continue
 		}
 		o := Output{Sub: sb.id, Kind: OutputDelta, LSN: lsn}
