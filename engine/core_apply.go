@@ -1,0 +1,494 @@
+package engine
+
+import (
+	"slices"
+
+	"github.com/freshetdb/freshet/change"
+	"github.com/freshetdb/freshet/query"
+)
+
+// advance moves the position on without a transaction.
+func (s *state) advance(lsn change.LSN) {
+	if s.inTxn {
+		return
+	}
+	if lsn > s.pos {
+		s.pos = lsn
+	}
+	s.land()
+}
+
+// apply applies one fragment of a transaction.
+func (s *state) apply(t *change.Txn) {
+	if t.Fragment == 0 || !s.inTxn {
+		if t.CommitLSN != 0 && t.CommitLSN <= s.applied {
+			return // a duplicate after a reconnect
+		}
+		s.inTxn = true
+		if s.spare != nil {
+			s.cur, s.spare = s.spare, nil
+			s.cur.xid, s.cur.lsn = t.XID, t.CommitLSN
+		} else {
+			s.cur = &logTxn{xid: t.XID, lsn: t.CommitLSN}
+		}
+	}
+	for i := range t.Changes {
+		ch := &t.Changes[i]
+		s.cur.changes = append(s.cur.changes, ch)
+		switch ch.Op {
+		case change.OpRelation:
+			s.relation(ch.Rel)
+		case change.OpInsert, change.OpUpdate, change.OpDelete:
+			if ch.Rel == nil {
+				continue
+			}
+			if tb := s.tables[ch.Rel.OID]; tb != nil {
+				s.rowChange(tb, ch)
+			}
+		case change.OpTruncate:
+			if ch.Truncate == nil {
+				continue
+			}
+			for _, rel := range ch.Truncate.Rels {
+				if tb := s.tables[rel.OID]; tb != nil {
+					s.truncate(tb)
+				}
+			}
+		}
+	}
+	if t.Last {
+		s.finish(t.CommitLSN)
+	}
+}
+
+// current returns a row as the transaction has left it so far, or nil.
+func (s *state) current(tb *table, key string) []any {
+	if p := s.ov[ovKey{tb.oid, key}]; p != nil {
+		return p.after
+	}
+	if h := tb.rows[key]; h != nil {
+		return h.values()
+	}
+	return nil
+}
+
+func (s *state) setPend(tb *table, key string, after []any) {
+	k := ovKey{tb.oid, key}
+	p := s.ov[k]
+	if p == nil {
+		if n := len(s.pendFree); n > 0 {
+			p = s.pendFree[n-1]
+			s.pendFree = s.pendFree[:n-1]
+			*p = pend{tb: tb, key: key}
+		} else {
+			p = &pend{tb: tb, key: key}
+		}
+		if h := tb.rows[key]; h != nil {
+			p.before = h.rowVals
+		}
+		s.ov[k] = p
+		s.ovList = append(s.ovList, p)
+	}
+	p.after = after
+}
+
+// touch marks key of a view source's table as changed for its view.
+func (s *state) touch(vs *viewSource, keys ...string) {
+	v := vs.v
+	if v.status != viewLive {
+		if v.status == viewRefilling && !v.dirty {
+			// Its result waits for a read, which will bring this
+			// transaction in; its touch-mode subscribers are told at
+			// this commit (finish), not when the read lands.
+			v.dirty = true
+			s.dirty = append(s.dirty, v)
+		}
+		return
+	}
+	if !v.dirty {
+		v.dirty = true
+		s.dirty = append(s.dirty, v)
+	}
+	if v.isJoin() {
+		s.touchJoin(vs, keys...)
+		return
+	}
+	for _, k := range keys {
+		if k != "" {
+			v.touchKey(k)
+		}
+	}
+}
+
+// rowChange applies an insert, update or delete to the overlay and marks
+// the views it can affect.
+func (s *state) rowChange(tb *table, ch *change.Change) {
+	var newKey string
+	oldKey, oldVals := s.oldRow(tb, ch)
+	if ch.Old != nil && oldKey == "" {
+		// The old row does not carry the row key: the replica identity
+		// changed and its Relation came before the views did.
+		s.identityLost(tb)
+		return
+	}
+	var newVals []any
+	if ch.Op != change.OpDelete {
+		// fill serves values the change did not send (unchanged TOAST);
+		// decoding the held row is skipped when every value was sent.
+		var fill []any
+		needFill := missing(ch.New)
+		if oldKey != "" && needFill {
+			fill = s.current(tb, oldKey)
+		}
+		if fill == nil && ch.OldIsRow && oldVals != nil {
+			fill = oldVals
+		}
+		newVals, _ = tb.decodeRow(ch.Rel, ch.New, fill, s.opts.Types)
+		if fill == nil && ch.Op == change.OpUpdate && needFill {
+			// No old key sent: the key did not change; fill unchanged
+			// values from the held row.
+			if k, ok := tb.keyOf(newVals); ok {
+				if cur := s.current(tb, k); cur != nil {
+					fillUnchanged(newVals, ch, tb.relMap(ch.Rel), cur)
+				}
+			}
+		}
+		newKey, _ = tb.keyOf(newVals)
+	}
+	// Views holding the old or new version of the row, and views its new
+	// values route to.
+	s.epoch++
+	s.markKeys = [2]string{oldKey, newKey}
+	mark := s.markFn
+	for _, k := range s.markKeys {
+		if k == "" {
+			continue
+		}
+		if h := tb.rows[k]; h != nil {
+			for _, vs := range h.holders {
+				mark(vs)
+			}
+		}
+		if p := s.ov[ovKey{tb.oid, k}]; p != nil && p.h != nil {
+			for _, vs := range p.h.holders {
+				mark(vs)
+			}
+		}
+	}
+	if newVals != nil {
+		tb.route.match(newVals, mark)
+	}
+	if len(s.refilling) > 0 {
+		s.touchRefilling(tb)
+	}
+	if oldKey != "" && (ch.Op == change.OpDelete || oldKey != newKey) {
+		s.setPend(tb, oldKey, nil)
+	}
+	if newKey != "" {
+		s.setPend(tb, newKey, newVals)
+	} else if ch.Op != change.OpDelete {
+		// The new row's key is unknown: every view of the table must
+		// re-read.
+		for vs := range tb.srcs {
+			if vs.v.status == viewLive {
+				s.refresh = append(s.refresh, vs.v)
+			}
+		}
+	}
+}
+
+// oldRow decodes a change's old row (its replica identity, or the whole
+// row under REPLICA IDENTITY FULL) and returns its key ("" when the change
+// carries none: an insert, or an update that kept the identity's values)
+// and its values.
+func (s *state) oldRow(tb *table, ch *change.Change) (string, []any) {
+	if ch.Old == nil {
+		return "", nil
+	}
+	ov, _ := tb.decodeRow(ch.Rel, ch.Old, nil, s.opts.Types)
+	k, _ := tb.keyOf(ov)
+	return k, ov
+}
+
+// replayRow decodes a logged change of tb for a read being brought to the
+// core's position, against priv (the read's rows so far, by key): the old
+// row's key and, for an insert or an update, the new row's key and values
+// (values the change did not send filled from priv's row). ok is false
+// when the new row's key is unknown.
+func (s *state) replayRow(tb *table, ch *change.Change, priv func(key string) []any) (oldKey, newKey string, newVals []any, ok bool) {
+	oldKey, _ = s.oldRow(tb, ch)
+	if ch.Op == change.OpDelete {
+		return oldKey, "", nil, true
+	}
+	if oldKey == "" {
+		nv, _ := tb.decodeRow(ch.Rel, ch.New, nil, s.opts.Types)
+		oldKey, _ = tb.keyOf(nv)
+	}
+	var fill []any
+	if missing(ch.New) {
+		fill = priv(oldKey)
+	}
+	newVals, _ = tb.decodeRow(ch.Rel, ch.New, fill, s.opts.Types)
+	newKey, ok = tb.keyOf(newVals)
+	return oldKey, newKey, newVals, ok
+}
+
+// markVS marks vs touched by the change being routed (once per change).
+func (s *state) markVS(vs *viewSource) {
+	if vs.mark == s.epoch {
+		return
+	}
+	vs.mark = s.epoch
+	s.touch(vs, s.markKeys[0], s.markKeys[1])
+}
+
+// fillUnchanged fills the values a change did not send (unchanged TOAST)
+// from cur, the row as held.
+func fillUnchanged(vals []any, ch *change.Change, m []int, cur []any) {
+	for i, v := range ch.New {
+		if v.Kind != change.Unchanged && v.Kind != change.Absent || i >= len(m) {
+			continue
+		}
+		if p := m[i]; p < len(cur) && !isUnloaded(cur[p]) {
+			vals[p] = cur[p]
+		}
+	}
+}
+
+// truncate empties a table within the transaction.
+func (s *state) truncate(tb *table) {
+	for k := range tb.rows {
+		s.setPend(tb, k, nil)
+	}
+	for _, p := range s.ovList {
+		if p.tb == tb {
+			p.after = nil
+		}
+	}
+	for vs := range tb.srcs {
+		v := vs.v
+		if v.status != viewLive && v.status != viewRefilling {
+			continue
+		}
+		if !v.dirty {
+			v.dirty = true
+			s.dirty = append(s.dirty, v)
+		}
+		if v.status == viewRefilling {
+			continue // its read brings the truncate in
+		}
+		if v.isJoin() {
+			s.truncateJoin(vs)
+			continue
+		}
+		for k := range v.result {
+			v.touchKey(k)
+		}
+	}
+}
+
+// finish settles a transaction: every dirty view computes its net change
+// and emits one delta.
+func (s *state) finish(lsn change.LSN) {
+	// The held row objects take their new values.
+	for _, p := range s.ovList {
+		h := p.tb.rows[p.key]
+		if h == nil {
+			h = &heldRow{}
+		}
+		p.h = h
+		if p.after != nil {
+			h.rowVals = p.tb.encode(p.after)
+		}
+	}
+	slices.SortFunc(s.dirty, func(a, b *view) int { return cmpU64(a.id, b.id) })
+	for _, v := range s.dirty {
+		v.dirty = false
+		if v.status != viewLive {
+			clear(v.touched)
+			v.touched = v.touched[:0]
+			if v.status == viewRefilling {
+				s.touchSubs(v, lsn)
+			}
+			continue
+		}
+		if v.isJoin() {
+			s.settleJoin(v, lsn)
+		} else {
+			s.settle(v, lsn)
+		}
+	}
+	s.dirty = s.dirty[:0]
+	for _, p := range s.ovList {
+		h := p.h
+		switch {
+		case p.after == nil || len(h.holders) == 0:
+			if p.tb.rows[p.key] == h {
+				delete(p.tb.rows, p.key)
+			}
+		default:
+			p.tb.rows[p.key] = h
+		}
+	}
+	clear(s.ov)
+	for _, p := range s.ovList {
+		*p = pend{}
+		s.pendFree = append(s.pendFree, p)
+	}
+	clear(s.ovList)
+	s.ovList = s.ovList[:0]
+	s.pos = max(s.pos, lsn)
+	s.applied = max(s.applied, lsn)
+	if s.cur != nil && s.logging() {
+		s.log = append(s.log, s.cur)
+	} else if s.cur != nil {
+		// Not kept: its record serves the next transaction.
+		clear(s.cur.changes)
+		s.cur.changes = s.cur.changes[:0]
+		s.spare = s.cur
+	}
+	s.cur = nil
+	s.inTxn = false
+	// In view order, not the order rowChange found them (a map's): the
+	// reads and touches that follow are outputs.
+	slices.SortFunc(s.refresh, func(a, b *view) int { return cmpU64(a.id, b.id) })
+	for _, v := range s.refresh {
+		if v.status == viewLive {
+			s.refill(v, lsn)
+		}
+	}
+	s.refresh = s.refresh[:0]
+	s.land()
+}
+
+// p0 returns the values a row had before the transaction.
+func p0(s *state, tb *table, key string) rowVals {
+	if p := s.ov[ovKey{tb.oid, key}]; p != nil {
+		return p.before
+	}
+	return rowVals{}
+}
+
+// settle computes a single-table view's net change in the transaction.
+func (s *state) settle(v *view, lsn change.LSN) {
+	vs := v.srcs[0]
+	tb := vs.t
+	keys := append(s.keysBuf[:0], v.touched...)
+	clear(v.touched)
+	v.touched = v.touched[:0]
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	nexts := slices.Grow(s.nextsBuf[:0], len(keys))[:len(keys)]
+	defer func() {
+		clear(keys)
+		clear(nexts)
+		s.keysBuf, s.nextsBuf = keys[:0], nexts[:0]
+	}()
+	for i, k := range keys {
+		nexts[i].key = k
+		p := s.ov[ovKey{tb.oid, k}]
+		if p == nil || p.after == nil {
+			continue
+		}
+		// A plain view keeps only the projection: its query.Row is
+		// scratch.
+		plain := !v.ordered && !v.plan.Count
+		var q query.Row
+		if plain {
+			q = v.rowInto(&s.qScratch, p.after)
+		} else {
+			q = v.row(p.after)
+		}
+		if !loaded(q) {
+			// A value this view needs is an unchanged TOASTed value of a
+			// row it did not hold: read the result again.
+			s.refill(v, lsn)
+			return
+		}
+		if v.plan.Eval(q) == query.True {
+			if plain {
+				nexts[i].now = v.plan.Project(q)
+			}
+			if v.ordered {
+				nexts[i].e = &entry{key: k, row: p.h}
+				nexts[i].e.setQ(q)
+			} else {
+				nexts[i].e = p.h.entry(k)
+			}
+		}
+	}
+	var d delta
+	before := v.countN()
+	for _, n := range nexts {
+		old := v.remove(n.key)
+		if old != nil {
+			s.dropHold(vs, n.key, old.row)
+		}
+		kept := n.e != nil && v.insert(n.e)
+		if kept {
+			n.e.row.addHolder(vs)
+		}
+		if v.ordered || v.plan.Count {
+			continue
+		}
+		switch {
+		case old != nil && !kept:
+			d.removed = append(d.removed, Key(n.key))
+		case kept:
+			now := n.now // the row as the transaction left it
+			if old == nil || !v.sameOutput(p0(s, tb, n.key), now, &s.cmpBuf) {
+				d.rows = append(d.rows, ResultRow{Key: Key(n.key), Values: now})
+			}
+		}
+	}
+	switch {
+	case v.plan.Count:
+		d.count = v.countN()
+		d.changed = d.count != before
+	case v.ordered:
+		for _, e := range v.trim() {
+			s.dropHold(vs, e.key, e.row)
+		}
+		if !v.covered() {
+			s.refill(v, lsn)
+			return
+		}
+		d = v.diffShown()
+	default:
+		d.changed = len(d.rows) > 0 || len(d.removed) > 0
+	}
+	s.emit(v, d, lsn)
+}
+
+// settleNext is a touched key of a single-table view and its entry after
+// the transaction (nil: not in the result).
+type settleNext struct {
+	key string
+	e   *entry
+	now []any // a plain view's projection of e's row
+}
+
+// dropHold releases vs's hold on h during a transaction (the row table
+// is cleaned up when the transaction is settled).
+func (s *state) dropHold(vs *viewSource, key string, h *heldRow) {
+	h.dropHolder(vs)
+	if len(h.holders) == 0 {
+		if _, inTxn := s.ov[ovKey{vs.t.oid, key}]; !inTxn && vs.t.rows[key] == h {
+			delete(vs.t.rows, key)
+		}
+	}
+}
+
+// relation records a table's new shape and ends the views it breaks.
+func (s *state) relation(rel *change.Relation) {
+	if rel == nil {
+		return
+	}
+	tb := s.tables[rel.OID]
+	if tb == nil {
+		return
+	}
+	tb.rel = rel
+	s.endBroken(tb, rel)
+	tb.relMap(rel)
+}

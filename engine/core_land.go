@@ -1,0 +1,263 @@
+package engine
+
+import (
+	"slices"
+
+	"github.com/freshetdb/freshet/change"
+	"github.com/freshetdb/freshet/query"
+)
+
+// readDone records a read's result and lands it when it can.
+func (s *state) readDone(id ReadID, snap Snapshot, rows []query.Row, held []rowVals, complete bool, err error) {
+	r := s.reads[id]
+	if r == nil {
+		return
+	}
+	if err != nil {
+		delete(s.reads, id)
+		v := r.v
+		s.endView(v, readCode(err), "read failed: "+err.Error(), readCode(err) != CodeRowLimit)
+		s.trimLog()
+		return
+	}
+	if !r.done {
+		s.doneReads = append(s.doneReads, id)
+	}
+	r.done, r.snap, r.rows, r.held, r.complete = true, snap, rows, held, complete
+	s.land()
+}
+
+// land lands every finished read whose snapshot the stream has passed.
+func (s *state) land() {
+	if s.inTxn {
+		return
+	}
+	if len(s.doneReads) == 0 {
+		return
+	}
+	// Only finished reads can land: scanning them, not every pending read,
+	// keeps landing n reads of n subscriptions linear.
+	var ids, rest []ReadID
+	for _, id := range s.doneReads {
+		r := s.reads[id]
+		switch {
+		case r == nil:
+		case s.pos >= r.snap.LSN:
+			ids = append(ids, id)
+		default:
+			rest = append(rest, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		r := s.reads[id]
+		if r == nil {
+			continue
+		}
+		if r.v.status == viewDead {
+			delete(s.reads, id)
+			continue
+		}
+		if r.v.isJoin() {
+			if !slices.Contains(r.v.js.reads, r) {
+				delete(s.reads, id) // a read of a round asked again since
+				continue
+			}
+			if s.joinReadsReady(r.v) {
+				s.landJoin(r.v)
+			} else {
+				rest = append(rest, id)
+			}
+			continue
+		}
+		delete(s.reads, id)
+		s.landRead(r)
+	}
+	s.doneReads = rest
+	s.trimLog()
+}
+
+// trimLog drops logged transactions no pending read needs.
+func (s *state) trimLog() {
+	if len(s.reads) == 0 {
+		s.logBase += len(s.log)
+		s.log = nil
+		return
+	}
+	if len(s.log) == 0 {
+		return // nothing to trim: no need to look at every pending read
+	}
+	first := s.logBase + len(s.log)
+	for _, r := range s.reads {
+		first = min(first, r.logStart)
+	}
+	if n := first - s.logBase; n > 0 {
+		clear(s.log[:n])
+		s.log = s.log[n:]
+		s.logBase = first
+	}
+}
+
+// replay calls fn for every change of the log since start that snap does
+// not contain, in commit order.
+func (s *state) replay(start int, snap Snapshot, fn func(ch *change.Change) bool) bool {
+	for i := max(start-s.logBase, 0); i < len(s.log); i++ {
+		lt := s.log[i]
+		if snap.Visible(lt.xid) {
+			continue
+		}
+		for _, ch := range lt.changes {
+			if !fn(ch) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// landRead builds a single-table view's result from a read brought to the
+// core's position, and makes it live.
+func (s *state) landRead(r *read) {
+	v := r.v
+	vs := v.srcs[0]
+	tb := vs.t
+	rs := newRset(v.plan, s.opts.WindowMargin)
+	n := len(r.rows) + len(r.held)
+	complete := !rs.window || r.complete || r.want == 0 || int64(n) < r.want
+	priv := make(map[string]rowVals, n)
+	add := func(k string, rv rowVals) {
+		priv[k] = rv
+		rs.remove(k)
+		rs.insert(rs.newEntry(k, &heldRow{rowVals: rv}, v))
+	}
+	for _, row := range r.rows {
+		if len(row) == 0 || row[0] == nil {
+			continue
+		}
+		vals := make([]any, len(tb.cols))
+		for i := range vals {
+			vals[i] = unloaded{}
+		}
+		for j, p := range vs.col {
+			if j < len(row[0]) {
+				vals[p] = row[0][j]
+			}
+		}
+		if k, ok := tb.keyOf(vals); ok {
+			add(k, tb.encode(vals))
+		}
+	}
+	identity := vs.identityLayout()
+	var at []int
+	var scratch []string
+	if !identity {
+		at = vs.layoutSlots()
+	}
+	for _, rv := range r.held {
+		if !identity {
+			rv = relayout(rv, at, &scratch)
+		}
+		if k, ok := tb.keyOfHeld(rv); ok {
+			add(k, rv)
+		}
+	}
+	r.rows, r.held = nil, nil
+	// The read's last row bounds what a window knows: it was cut there.
+	rs.complete = complete
+	if !rs.complete && len(rs.list) > 0 {
+		rs.bound = rs.list[len(rs.list)-1].q()
+	}
+	ok := s.replay(r.logStart, r.snap, func(ch *change.Change) bool {
+		switch ch.Op {
+		case change.OpTruncate:
+			if ch.Truncate == nil {
+				return true
+			}
+			for _, rel := range ch.Truncate.Rels {
+				if rel.OID == tb.oid {
+					clear(priv)
+					rs.result = make(map[string]*entry)
+					rs.list = nil
+					rs.complete, rs.bound = true, nil
+				}
+			}
+			return true
+		case change.OpInsert, change.OpUpdate, change.OpDelete:
+		default:
+			return true
+		}
+		if ch.Rel == nil || ch.Rel.OID != tb.oid {
+			return true
+		}
+		oldKey, newKey, newVals, kok := s.replayRow(tb, ch, func(k string) []any { return priv[k].values() })
+		if !kok {
+			return false
+		}
+		if oldKey != "" {
+			delete(priv, oldKey)
+			rs.remove(oldKey)
+		}
+		if newVals != nil {
+			q := v.row(newVals)
+			if v.plan.Eval(q) == query.True || !loaded(q) {
+				if !loaded(q) {
+					return false
+				}
+				rv := tb.encode(newVals)
+				priv[newKey] = rv
+				rs.insert(rs.newEntry(newKey, &heldRow{rowVals: rv}, v))
+			}
+		}
+		return true
+	})
+	if !ok {
+		// A value the view needs was not sent (TOAST) or a key is
+		// unknown: read again.
+		s.askRead(v)
+		return
+	}
+	rs.trim()
+	if !rs.covered() {
+		s.askRead(v)
+		return
+	}
+	old := v.rset
+	oldStatus := v.status
+	s.intern(v, &rs)
+	v.rset = rs
+	v.read = nil
+	v.status = viewLive
+	if oldStatus == viewRefilling {
+		var d delta
+		switch {
+		case v.plan.Count:
+			d.count = v.countN()
+			d.changed = d.count != old.countN()
+		case v.ordered:
+			d = v.diffShown()
+		default:
+			// The rows subscribers hold may have changed since (they are
+			// shared): send every row again, and the removals.
+			for _, e := range v.entries() {
+				d.rows = append(d.rows, v.resultRow(e))
+			}
+			for k := range old.result {
+				if v.result[k] == nil {
+					d.removed = append(d.removed, Key(k))
+				}
+			}
+			slices.Sort(d.removed)
+			d.changed = len(d.rows) > 0 || len(d.removed) > 0
+		}
+		s.releaseRset(v, &old)
+		s.emit(v, d, s.pos)
+	} else if v.ordered {
+		v.snapshotShown()
+	}
+	for _, sb := range v.subs {
+		if !sb.accepted {
+			sb.accepted = true
+			s.out.Outputs = append(s.out.Outputs, v.accepted(sb, s.pos))
+		}
+	}
+}

@@ -1,0 +1,217 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/freshetdb/freshet/query"
+)
+
+func (s *state) refuse(id SubID, code query.Code, reason string, retryable bool) {
+	s.out.Outputs = append(s.out.Outputs, Output{Sub: id, Kind: OutputRefused, Code: code, Reason: reason, Retryable: retryable})
+}
+
+// subscribe registers a subscription, creating its view if needed.
+func (s *state) subscribe(id SubID, plan *query.Plan, mode Mode) {
+	if _, ok := s.subs[id]; ok {
+		s.refuse(id, CodeInternal, fmt.Sprintf("subscription %d already exists", id), false)
+		return
+	}
+	if plan == nil || len(plan.Sources) == 0 {
+		s.refuse(id, CodeInternal, "no plan", false)
+		return
+	}
+	v := s.views[plan.Key]
+	if v == nil {
+		var reason string
+		if v, reason = s.newView(plan); v == nil {
+			s.refuse(id, CodeInternal, reason, false)
+			return
+		}
+	}
+	sb := &sub{id: id, mode: mode, v: v}
+	s.subs[id] = sb
+	v.subs = append(v.subs, sb)
+	if v.status == viewLive {
+		sb.accepted = true
+		s.out.Outputs = append(s.out.Outputs, v.accepted(sb, s.pos))
+	}
+}
+
+// newView creates a view for plan and asks for its hydration.
+func (s *state) newView(plan *query.Plan) (*view, string) {
+	for _, src := range plan.Sources {
+		if len(src.Table.RowKey()) == 0 || src.KeyN == 0 {
+			return nil, fmt.Sprintf("table %s.%s has no primary key", src.Table.Schema, src.Table.Name)
+		}
+	}
+	s.nextV++
+	v := &view{id: s.nextV, plan: plan, rset: newRset(plan, s.opts.WindowMargin)}
+	for i, src := range plan.Sources {
+		tb := s.tables[src.Table.OID]
+		if tb == nil {
+			tb = newTable(src.Table)
+			s.tables[src.Table.OID] = tb
+		}
+		vs := &viewSource{v: v, idx: i, src: src, t: tb, col: make([]int, len(src.Columns))}
+		for j := range src.Columns {
+			p := tb.column(src.Columns[j].Name)
+			vs.col[j] = p
+			tb.typeColumn(p, &src.Columns[j])
+			tb.cols[p].need++
+		}
+		if v.isJoin() {
+			vs.rows = make(map[string]*heldRow)
+			vs.byJoin = make(map[string]map[string]*heldRow)
+		}
+		tb.srcs[vs] = struct{}{}
+		tb.route.add(vs)
+		v.srcs = append(v.srcs, vs)
+	}
+	if v.isJoin() {
+		s.initJoin(v)
+	}
+	s.views[plan.Key] = v
+	v.status = viewHydrating
+	s.askRead(v)
+	return v, ""
+}
+
+// askRead asks for the reads a view needs to (re)build its result.
+func (s *state) askRead(v *view) {
+	if v.isJoin() {
+		s.askJoinReads(v)
+		return
+	}
+	p := v.plan
+	margin := int64(s.opts.WindowMargin)
+	sql := p.Render(query.RenderOptions{Columns: query.SelectNeeded, Window: v.ordered, Margin: margin})
+	args, oids, formats := p.Args()
+	var want int64
+	if v.window {
+		want = int64(v.cap)
+	}
+	s.nextR++
+	r := &read{id: s.nextR, v: v, src: -1, logStart: s.logBase + len(s.log), want: want}
+	s.reads[r.id] = r
+	v.read = r
+	s.out.Reads = append(s.out.Reads, ReadRequest{
+		ID: r.id, Plan: p, Sources: allSources(len(p.Sources)),
+		SQL: sql, Args: args, ArgOIDs: oids, ArgFormats: formats,
+		Want: want, RowLimit: s.opts.ReadRowLimit,
+	})
+}
+
+func allSources(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// unsubscribe removes a subscription; its view dies with its last one.
+func (s *state) unsubscribe(id SubID) {
+	sb := s.subs[id]
+	if sb == nil {
+		return
+	}
+	delete(s.subs, id)
+	v := sb.v
+	v.subs = slices.DeleteFunc(v.subs, func(x *sub) bool { return x == sb })
+	if len(v.subs) == 0 {
+		s.killView(v)
+	}
+}
+
+// endView ends every subscription of v with code and reason and drops it.
+func (s *state) endView(v *view, code query.Code, reason string, retryable bool) {
+	for _, sb := range v.subs {
+		kind := OutputEnded
+		if !sb.accepted {
+			kind = OutputRefused
+		}
+		s.out.Outputs = append(s.out.Outputs, Output{Sub: sb.id, Kind: kind, LSN: s.pos, Code: code, Reason: reason, Retryable: retryable})
+		delete(s.subs, sb.id)
+	}
+	v.subs = nil
+	s.killView(v)
+}
+
+// killView drops a view: its routes, the rows it holds, its pending read.
+func (s *state) killView(v *view) {
+	if v.status == viewDead {
+		return
+	}
+	v.status = viewDead
+	if s.views[v.plan.Key] == v {
+		delete(s.views, v.plan.Key)
+	}
+	if v.read != nil {
+		delete(s.reads, v.read.id)
+		v.read = nil
+	}
+	for _, r := range s.reads {
+		if r.v == v {
+			delete(s.reads, r.id)
+		}
+	}
+	s.releaseRset(v, &v.rset)
+	for _, vs := range v.srcs {
+		tb := vs.t
+		tb.route.remove(vs)
+		delete(tb.srcs, vs)
+		for _, p := range vs.col {
+			tb.cols[p].need--
+		}
+		for k, h := range vs.rows {
+			s.release(tb, k, h, vs)
+		}
+		vs.rows, vs.byJoin = nil, nil
+		if len(tb.srcs) == 0 {
+			delete(s.tables, tb.oid)
+		}
+	}
+	s.trimLog()
+}
+
+// release drops vs's hold on row h (key k of tb), forgetting the row when
+// nothing holds it.
+func (s *state) release(tb *table, k string, h *heldRow, vs *viewSource) {
+	h.dropHolder(vs)
+	if len(h.holders) == 0 && tb.rows[k] == h {
+		delete(tb.rows, k)
+	}
+}
+
+func (s *state) releaseRset(v *view, rs *rset) {
+	if v.isJoin() {
+		return
+	}
+	vs := v.srcs[0]
+	for k, e := range rs.result {
+		s.release(vs.t, k, e.row, vs)
+	}
+}
+
+// intern makes the rows of a freshly built single-table result the shared
+// held rows, taking a hold on each.
+func (s *state) intern(v *view, rs *rset) {
+	vs := v.srcs[0]
+	tb := vs.t
+	for k, e := range rs.result {
+		h := tb.rows[k]
+		if h == nil {
+			h = e.row
+			tb.rows[k] = h
+		} else {
+			tb.mergeHeld(h, e.row.rowVals)
+			if rs.ordered {
+				e.row = h
+			} else {
+				rs.result[k] = h.entry(k)
+			}
+		}
+		h.addHolder(vs)
+	}
+}
