@@ -61,6 +61,8 @@ type layoutCol struct {
 	typ     change.Type // how values decode (from the catalog of a plan naming it)
 	typeOID uint32      // the base type: AppendKey/CompareValues use it
 	declOID uint32      // the type as declared (what the stream's relation says)
+	typMod  int32       // the declared type's modifier
+	attNum  int16       // the column's attnum as the plan's catalog read it (0: unknown)
 	typed   bool
 	fast    fastKind // integers and text decode without change.Decode's type resolution
 	need    int      // view sources needing this column
@@ -115,10 +117,51 @@ func (tb *table) column(name string) int {
 	return len(tb.cols) - 1
 }
 
+// columnFor returns the layout position of a column a plan uses, typed
+// as the plan says. A slot holds one shape of a column (name, declared
+// type, modifier, attnum): a plan compiled against another shape than the
+// slot's (the catalog saw an ALTER COLUMN TYPE, or a DROP and ADD COLUMN,
+// that the stream has not shown yet, or a stale catalog did not) gets a
+// slot of its own, so that neither view reads the other's values as its
+// own. The views of the shape that no longer holds end once the stream, a
+// read or the catalog check shows it.
+func (tb *table) columnFor(c *query.Column) int {
+	p := tb.column(c.Name)
+	// Key columns keep their slots (rows are keyed by them): every view of
+	// the table ends when one changes shape (retireStale).
+	if lc := &tb.cols[p]; lc.typed && !lc.sameShape(c) && !tb.isKey(p) {
+		p = -1
+		for i := len(tb.cols) - 1; i >= 0; i-- {
+			if lc := &tb.cols[i]; lc.name == c.Name && lc.typed && lc.sameShape(c) {
+				p = i
+				break
+			}
+		}
+		if p < 0 {
+			tb.cols = append(tb.cols, layoutCol{name: c.Name})
+			p = len(tb.cols) - 1
+			tb.byName[c.Name] = p
+			// Relations seen map names to the old slots.
+			clear(tb.relMaps)
+		}
+	}
+	tb.typeColumn(p, c)
+	return p
+}
+
+// sameShape reports whether a plan's column is the shape the slot holds.
+func (lc *layoutCol) sameShape(c *query.Column) bool {
+	return lc.declOID == c.DeclaredOID && lc.typeOID == c.TypeOID && lc.typMod == c.TypeMod &&
+		(lc.attNum == 0 || c.AttNum == 0 || lc.attNum == c.AttNum)
+}
+
 // typeColumn records the type of a column a plan uses.
 func (tb *table) typeColumn(i int, c *query.Column) {
 	lc := &tb.cols[i]
-	lc.typ, lc.typeOID, lc.declOID, lc.typed = c.Type, c.TypeOID, c.DeclaredOID, true
+	lc.typ, lc.typeOID, lc.declOID, lc.typMod, lc.typed = c.Type, c.TypeOID, c.DeclaredOID, c.TypeMod, true
+	if c.AttNum != 0 {
+		lc.attNum = c.AttNum
+	}
 	if lc.typ.OID == 0 {
 		lc.typ.OID = c.TypeOID
 	}
@@ -132,10 +175,26 @@ func (tb *table) relMap(rel *change.Relation) []int {
 	}
 	m := make([]int, len(rel.Columns))
 	for i, c := range rel.Columns {
-		m[i] = tb.column(c.Name)
+		m[i] = tb.relSlot(c)
 	}
 	tb.relMaps[rel] = m
 	return m
+}
+
+// relSlot returns the slot a stream column's values decode into: the
+// column's slot of the same declared type and modifier that views need
+// (the newest such), else the name's current slot.
+func (tb *table) relSlot(c change.Column) int {
+	p := tb.column(c.Name)
+	if lc := &tb.cols[p]; !lc.typed || lc.declOID == c.TypeOID && lc.typMod == c.TypeMod {
+		return p
+	}
+	for i := len(tb.cols) - 1; i >= 0; i-- {
+		if lc := &tb.cols[i]; lc.name == c.Name && lc.typed && lc.need > 0 && lc.declOID == c.TypeOID && lc.typMod == c.TypeMod {
+			return i
+		}
+	}
+	return p
 }
 
 // decodeRow decodes the needed columns of a change's row into a layout

@@ -55,9 +55,8 @@ func (s *state) newView(plan *query.Plan) (*view, string) {
 		}
 		vs := &viewSource{v: v, idx: i, src: src, t: tb, col: make([]int, len(src.Columns))}
 		for j := range src.Columns {
-			p := tb.column(src.Columns[j].Name)
+			p := tb.columnFor(&src.Columns[j])
 			vs.col[j] = p
-			tb.typeColumn(p, &src.Columns[j])
 			tb.cols[p].need++
 		}
 		if v.isJoin() {
