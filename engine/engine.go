@@ -136,7 +136,26 @@ type Engine struct {
 	// Owned by the core goroutine.
 	sinks    map[SubID]Sink
 	flushing []Flusher // sinks of the batch being handed out
+	// fresh holds, until it is accepted, what each subscription was
+	// compiled from: one refused because its plan met a table's new shape
+	// is compiled again (recompile).
+	fresh map[SubID]*freshSub
 }
+
+// freshSub is a subscription not accepted yet: its query, and how often it
+// was compiled again.
+type freshSub struct {
+	sql     string
+	binds   []query.Bind
+	mode    Mode
+	plan    *query.Plan
+	retries int
+}
+
+// maxRecompiles bounds how often one subscription is compiled again
+// because its plan met a newer shape of a table (each one follows DDL
+// committed since the last compile).
+const maxRecompiles = 3
 
 // command is a request run on the core goroutine.
 type command struct {
@@ -182,7 +201,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{checkNow: make(chan struct{}, 1), cfg: cfg, log: cfg.Logger, pool: cfg.ReadPool, applied: newAppliedLog(),
 		events: make(chan change.Event, 64), cmds: make(chan command), results: make(chan readResult),
-		queue: newReadQueue(), done: make(chan struct{}), sinks: make(map[SubID]Sink)}
+		queue: newReadQueue(), done: make(chan struct{}), sinks: make(map[SubID]Sink), fresh: make(map[SubID]*freshSub)}
 	if e.pool == nil {
 		pcfg, err := pgxpool.ParseConfig(cfg.ReadDSN)
 		if err != nil {
@@ -244,6 +263,7 @@ func (e *Engine) Subscribe(ctx context.Context, sql string, binds []query.Bind, 
 	id := SubID(e.nextSub.Add(1))
 	err = e.do(ctx, func() {
 		e.sinks[id] = sink
+		e.fresh[id] = &freshSub{sql: sql, binds: binds, mode: mode, plan: plan}
 		e.core.Subscribe(id, plan, mode)
 	})
 	if err != nil {
@@ -257,6 +277,7 @@ func (e *Engine) Subscribe(ctx context.Context, sql string, binds []query.Bind, 
 func (e *Engine) Unsubscribe(ctx context.Context, id SubID) error {
 	return e.do(ctx, func() {
 		delete(e.sinks, id)
+		delete(e.fresh, id)
 		e.core.Unsubscribe(id)
 	})
 }
@@ -431,6 +452,9 @@ func (e *Engine) flush() {
 		if sink == nil {
 			continue
 		}
+		if e.recompile(out) {
+			continue
+		}
 		sink.Send(out)
 		if f, ok := sink.(Flusher); ok {
 			e.flushing = append(e.flushing, f)
@@ -450,6 +474,62 @@ func (e *Engine) flush() {
 			e.queue.push(queuedRead{req: r, mark: m})
 		}
 	}
+}
+
+// recompile takes a subscription's Refused for a table's new shape
+// (table_dropped, schema_changed) when its plan may have been compiled
+// from a catalog that had not seen the DDL yet (a table dropped and made
+// again under its name, a column retyped): the subscription is compiled
+// again against the catalog read afresh and subscribed under its id, and
+// the sink never sees the refusal (unless the new compile is refused too:
+// then it does). It reports whether it took out. It runs on the core goroutine.
+func (e *Engine) recompile(out Output) bool {
+	f := e.fresh[out.Sub]
+	switch {
+	case f == nil:
+		return false
+	case out.Kind == OutputAccepted || out.Kind == OutputEnded:
+		delete(e.fresh, out.Sub)
+		return false
+	case out.Kind != OutputRefused:
+		return false
+	case out.Code != CodeTableDropped && out.Code != CodeSchemaChanged || f.retries >= maxRecompiles:
+		delete(e.fresh, out.Sub)
+		return false
+	}
+	f.retries++
+	id := out.Sub
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		if inv, ok := e.catalog.(invalidator); ok {
+			for _, src := range f.plan.Sources {
+				inv.Invalidate(src.Table.Schema, src.Table.Name)
+			}
+		}
+		plan, refusal, err := query.Compile(e.ctx, f.sql, f.binds, e.cfg.Query)
+		e.do(e.ctx, func() {
+			if e.sinks[id] == nil || e.fresh[id] != f {
+				return // unsubscribed meanwhile
+			}
+			switch {
+			case err != nil || refusal != nil:
+				// The new shape does not serve the query (a table dropped
+				// for good, a column it names gone): the refusal that
+				// says what happened stands.
+				delete(e.fresh, id)
+				e.sinks[id].Send(out)
+				if fl, ok := e.sinks[id].(Flusher); ok {
+					fl.Flush()
+				}
+				delete(e.sinks, id)
+			default:
+				f.plan = plan
+				e.core.Subscribe(id, plan, f.mode)
+			}
+		})
+	}()
+	return true
 }
 
 // endAll ends every subscription when the engine stops.
