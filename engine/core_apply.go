@@ -29,7 +29,7 @@ func (s *state) apply(t *change.Txn) {
 			s.cur, s.spare = s.spare, nil
 			s.cur.xid, s.cur.lsn = t.XID, t.CommitLSN
 		} else {
-			s.cur = &logTxn{xid: t.XID, lsn: t.CommitLSN}
+			s.cur = &loggedTxn{xid: t.XID, lsn: t.CommitLSN}
 		}
 	}
 	for i := range t.Changes {
@@ -63,8 +63,8 @@ func (s *state) apply(t *change.Txn) {
 
 // current returns a row as the transaction has left it so far, or nil.
 func (s *state) current(tb *table, key string) []any {
-	if p := s.ov[ovKey{tb.oid, key}]; p != nil {
-		return p.after
+	if changed := s.overlay[rowRef{tb.oid, key}]; changed != nil {
+		return changed.after
 	}
 	if h := tb.rows[key]; h != nil {
 		return h.values()
@@ -72,24 +72,24 @@ func (s *state) current(tb *table, key string) []any {
 	return nil
 }
 
-func (s *state) setPend(tb *table, key string, after []any) {
-	k := ovKey{tb.oid, key}
-	p := s.ov[k]
-	if p == nil {
-		if n := len(s.pendFree); n > 0 {
-			p = s.pendFree[n-1]
-			s.pendFree = s.pendFree[:n-1]
-			*p = pend{tb: tb, key: key}
+func (s *state) setOverlay(tb *table, key string, after []any) {
+	k := rowRef{tb.oid, key}
+	changed := s.overlay[k]
+	if changed == nil {
+		if n := len(s.freeOverlayRows); n > 0 {
+			changed = s.freeOverlayRows[n-1]
+			s.freeOverlayRows = s.freeOverlayRows[:n-1]
+			*changed = overlayRow{tb: tb, key: key}
 		} else {
-			p = &pend{tb: tb, key: key}
+			changed = &overlayRow{tb: tb, key: key}
 		}
 		if h := tb.rows[key]; h != nil {
-			p.before = h.rowVals
+			changed.before = h.rowVals
 		}
-		s.ov[k] = p
-		s.ovList = append(s.ovList, p)
+		s.overlay[k] = changed
+		s.overlayRows = append(s.overlayRows, changed)
 	}
-	p.after = after
+	changed.after = after
 }
 
 // touch marks key of a view source's table as changed for its view.
@@ -157,35 +157,35 @@ func (s *state) rowChange(tb *table, ch *change.Change) {
 	}
 	// Views holding the old or new version of the row, and views its new
 	// values route to.
-	s.epoch++
-	s.markKeys = [2]string{oldKey, newKey}
-	mark := s.markFn
-	for _, k := range s.markKeys {
+	s.changeSeq++
+	s.routedKeys = [2]string{oldKey, newKey}
+	visit := s.touchFn
+	for _, k := range s.routedKeys {
 		if k == "" {
 			continue
 		}
 		if h := tb.rows[k]; h != nil {
 			for _, vs := range h.holders {
-				mark(vs)
+				visit(vs)
 			}
 		}
-		if p := s.ov[ovKey{tb.oid, k}]; p != nil && p.h != nil {
-			for _, vs := range p.h.holders {
-				mark(vs)
+		if changed := s.overlay[rowRef{tb.oid, k}]; changed != nil && changed.h != nil {
+			for _, vs := range changed.h.holders {
+				visit(vs)
 			}
 		}
 	}
 	if newVals != nil {
-		tb.route.match(newVals, mark)
+		tb.route.match(newVals, visit)
 	}
 	if len(s.refilling) > 0 {
 		s.touchRefilling(tb)
 	}
 	if oldKey != "" && (ch.Op == change.OpDelete || oldKey != newKey) {
-		s.setPend(tb, oldKey, nil)
+		s.setOverlay(tb, oldKey, nil)
 	}
 	if newKey != "" {
-		s.setPend(tb, newKey, newVals)
+		s.setOverlay(tb, newKey, newVals)
 	} else if ch.Op != change.OpDelete {
 		// The new row's key is unknown: every view of the table must
 		// re-read.
@@ -205,17 +205,17 @@ func (s *state) oldRow(tb *table, ch *change.Change) (string, []any) {
 	if ch.Old == nil {
 		return "", nil
 	}
-	ov, _ := tb.decodeRow(ch.Rel, ch.Old, nil, s.opts.Types)
-	k, _ := tb.keyOf(ov)
-	return k, ov
+	oldVals, _ := tb.decodeRow(ch.Rel, ch.Old, nil, s.opts.Types)
+	k, _ := tb.keyOf(oldVals)
+	return k, oldVals
 }
 
 // replayRow decodes a logged change of tb for a read being brought to the
-// core's position, against priv (the read's rows so far, by key): the old
+// core's position, against readRow (the read's rows so far, by key): the old
 // row's key and, for an insert or an update, the new row's key and values
-// (values the change did not send filled from priv's row). ok is false
+// (values the change did not send filled from readRow's row). ok is false
 // when the new row's key is unknown.
-func (s *state) replayRow(tb *table, ch *change.Change, priv func(key string) []any) (oldKey, newKey string, newVals []any, ok bool) {
+func (s *state) replayRow(tb *table, ch *change.Change, readRow func(key string) []any) (oldKey, newKey string, newVals []any, ok bool) {
 	oldKey, _ = s.oldRow(tb, ch)
 	if ch.Op == change.OpDelete {
 		return oldKey, "", nil, true
@@ -226,20 +226,21 @@ func (s *state) replayRow(tb *table, ch *change.Change, priv func(key string) []
 	}
 	var fill []any
 	if missing(ch.New) {
-		fill = priv(oldKey)
+		fill = readRow(oldKey)
 	}
 	newVals, _ = tb.decodeRow(ch.Rel, ch.New, fill, s.opts.Types)
 	newKey, ok = tb.keyOf(newVals)
 	return oldKey, newKey, newVals, ok
 }
 
-// markVS marks vs touched by the change being routed (once per change).
-func (s *state) markVS(vs *viewSource) {
-	if vs.mark == s.epoch {
+// touchOnce touches vs for the change being routed, once per change
+// (s.changeSeq numbers the changes).
+func (s *state) touchOnce(vs *viewSource) {
+	if vs.touchedIn == s.changeSeq {
 		return
 	}
-	vs.mark = s.epoch
-	s.touch(vs, s.markKeys[0], s.markKeys[1])
+	vs.touchedIn = s.changeSeq
+	s.touch(vs, s.routedKeys[0], s.routedKeys[1])
 }
 
 // fillUnchanged fills the values a change did not send (unchanged TOAST)
@@ -249,8 +250,8 @@ func fillUnchanged(vals []any, ch *change.Change, m []int, cur []any) {
 		if v.Kind != change.Unchanged && v.Kind != change.Absent || i >= len(m) {
 			continue
 		}
-		if p := m[i]; p < len(cur) && !isUnloaded(cur[p]) {
-			vals[p] = cur[p]
+		if slot := m[i]; slot < len(cur) && !isUnloaded(cur[slot]) {
+			vals[slot] = cur[slot]
 		}
 	}
 }
@@ -258,11 +259,11 @@ func fillUnchanged(vals []any, ch *change.Change, m []int, cur []any) {
 // truncate empties a table within the transaction.
 func (s *state) truncate(tb *table) {
 	for k := range tb.rows {
-		s.setPend(tb, k, nil)
+		s.setOverlay(tb, k, nil)
 	}
-	for _, p := range s.ovList {
-		if p.tb == tb {
-			p.after = nil
+	for _, changed := range s.overlayRows {
+		if changed.tb == tb {
+			changed.after = nil
 		}
 	}
 	for vs := range tb.srcs {
@@ -291,14 +292,14 @@ func (s *state) truncate(tb *table) {
 // and emits one delta.
 func (s *state) finish(lsn change.LSN) {
 	// The held row objects take their new values.
-	for _, p := range s.ovList {
-		h := p.tb.rows[p.key]
+	for _, changed := range s.overlayRows {
+		h := changed.tb.rows[changed.key]
 		if h == nil {
 			h = &heldRow{}
 		}
-		p.h = h
-		if p.after != nil {
-			h.rowVals = p.tb.encode(p.after)
+		changed.h = h
+		if changed.after != nil {
+			h.rowVals = changed.tb.encode(changed.after)
 		}
 	}
 	slices.SortFunc(s.dirty, func(a, b *view) int { return cmpU64(a.id, b.id) })
@@ -319,28 +320,28 @@ func (s *state) finish(lsn change.LSN) {
 		}
 	}
 	s.dirty = s.dirty[:0]
-	for _, p := range s.ovList {
-		h := p.h
+	for _, changed := range s.overlayRows {
+		h := changed.h
 		switch {
-		case p.after == nil || len(h.holders) == 0:
-			if p.tb.rows[p.key] == h {
-				delete(p.tb.rows, p.key)
+		case changed.after == nil || len(h.holders) == 0:
+			if changed.tb.rows[changed.key] == h {
+				delete(changed.tb.rows, changed.key)
 			}
 		default:
-			p.tb.rows[p.key] = h
+			changed.tb.rows[changed.key] = h
 		}
 	}
-	clear(s.ov)
-	for _, p := range s.ovList {
-		*p = pend{}
-		s.pendFree = append(s.pendFree, p)
+	clear(s.overlay)
+	for _, changed := range s.overlayRows {
+		*changed = overlayRow{}
+		s.freeOverlayRows = append(s.freeOverlayRows, changed)
 	}
-	clear(s.ovList)
-	s.ovList = s.ovList[:0]
+	clear(s.overlayRows)
+	s.overlayRows = s.overlayRows[:0]
 	s.pos = max(s.pos, lsn)
 	s.applied = max(s.applied, lsn)
-	if s.cur != nil && s.logging() {
-		s.log = append(s.log, s.cur)
+	if s.cur != nil && s.keepingLog() {
+		s.txnLog = append(s.txnLog, s.cur)
 	} else if s.cur != nil {
 		// Not kept: its record serves the next transaction.
 		clear(s.cur.changes)
@@ -361,10 +362,11 @@ func (s *state) finish(lsn change.LSN) {
 	s.land()
 }
 
-// p0 returns the values a row had before the transaction.
-func p0(s *state, tb *table, key string) rowVals {
-	if p := s.ov[ovKey{tb.oid, key}]; p != nil {
-		return p.before
+// rowBefore returns the values a row had before the transaction (zero:
+// the core did not hold it).
+func rowBefore(s *state, tb *table, key string) rowVals {
+	if changed := s.overlay[rowRef{tb.oid, key}]; changed != nil {
+		return changed.before
 	}
 	return rowVals{}
 }
@@ -386,8 +388,8 @@ func (s *state) settle(v *view, lsn change.LSN) {
 	}()
 	for i, k := range keys {
 		nexts[i].key = k
-		p := s.ov[ovKey{tb.oid, k}]
-		if p == nil || p.after == nil {
+		changed := s.overlay[rowRef{tb.oid, k}]
+		if changed == nil || changed.after == nil {
 			continue
 		}
 		// A plain view keeps only the projection: its query.Row is
@@ -395,9 +397,9 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		plain := !v.ordered && !v.plan.Count
 		var q query.Row
 		if plain {
-			q = v.rowInto(&s.qScratch, p.after)
+			q = v.rowInto(&s.scratchRow, changed.after)
 		} else {
-			q = v.row(p.after)
+			q = v.row(changed.after)
 		}
 		if !loaded(q) {
 			// A value this view needs is an unchanged TOASTed value of a
@@ -410,10 +412,10 @@ func (s *state) settle(v *view, lsn change.LSN) {
 				nexts[i].now = v.plan.Project(q)
 			}
 			if v.ordered {
-				nexts[i].e = &entry{key: k, row: p.h}
-				nexts[i].e.setQ(q)
+				nexts[i].e = &entry{key: k, row: changed.h}
+				nexts[i].e.setEntered(q)
 			} else {
-				nexts[i].e = p.h.entry(k)
+				nexts[i].e = changed.h.entry(k)
 			}
 		}
 	}
@@ -436,7 +438,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 			d.removed = append(d.removed, Key(n.key))
 		case kept:
 			now := n.now // the row as the transaction left it
-			if old == nil || !v.sameOutput(p0(s, tb, n.key), now, &s.cmpBuf) {
+			if old == nil || !v.sameOutput(rowBefore(s, tb, n.key), now, &s.cmpBuf) {
 				d.rows = append(d.rows, ResultRow{Key: Key(n.key), Values: now})
 			}
 		}
@@ -473,7 +475,7 @@ type settleNext struct {
 func (s *state) dropHold(vs *viewSource, key string, h *heldRow) {
 	h.dropHolder(vs)
 	if len(h.holders) == 0 {
-		if _, inTxn := s.ov[ovKey{vs.t.oid, key}]; !inTxn && vs.t.rows[key] == h {
+		if _, inTxn := s.overlay[rowRef{vs.t.oid, key}]; !inTxn && vs.t.rows[key] == h {
 			delete(vs.t.rows, key)
 		}
 	}

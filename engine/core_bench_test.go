@@ -33,17 +33,17 @@ func newBenchCore(tb testing.TB) *benchCore {
 func (bc *benchCore) compile(tb testing.TB, sql string, binds ...query.Bind) *query.Plan {
 	opts := query.DefaultOptions()
 	opts.Catalog = bc.cat
-	p, r, err := query.Compile(context.Background(), sql, binds, opts)
+	plan, r, err := query.Compile(context.Background(), sql, binds, opts)
 	if err != nil || r != nil {
 		tb.Fatalf("compile %q: %v %v", sql, r, err)
 	}
-	return p
+	return plan
 }
 
 // subscribe registers plans and lands their reads empty.
 func (bc *benchCore) subscribe(tb testing.TB, plans []*query.Plan) {
-	for i, p := range plans {
-		bc.core.Subscribe(SubID(i+1), p, ModeRows)
+	for i, plan := range plans {
+		bc.core.Subscribe(SubID(i+1), plan, ModeRows)
 	}
 	rd := bc.core.Ready()
 	for _, r := range rd.Reads {

@@ -133,21 +133,21 @@ func (h *harness) createTable(name string, cols []string) {
 func (h *harness) compile(sql string, binds []query.Bind) (*query.Plan, *query.Refusal) {
 	opts := query.DefaultOptions()
 	opts.Catalog = h.cat
-	p, r, err := query.Compile(context.Background(), sql, binds, opts)
+	plan, r, err := query.Compile(context.Background(), sql, binds, opts)
 	if err != nil {
 		h.t.Fatalf("compile %q: %v", sql, err)
 	}
-	return p, r
+	return plan, r
 }
 
 func (h *harness) subscribe(id SubID, sql string, mode Mode) {
-	p, r := h.compile(sql, nil)
+	plan, r := h.compile(sql, nil)
 	if r != nil {
 		h.t.Fatalf("compile %q: refused: %v", sql, r)
 	}
-	h.plans[id] = p
+	h.plans[id] = plan
 	h.models[id] = &model{mode: mode}
-	h.core.Subscribe(id, p, mode)
+	h.core.Subscribe(id, plan, mode)
 	h.collect()
 }
 
@@ -282,17 +282,17 @@ func (h *harness) srcVals(src *query.Source, ht *htable, r hrow) []any {
 
 // joined enumerates the joined rows of a plan over a database state (before
 // the filter), with their keys.
-func (h *harness) joined(p *query.Plan, st map[string]map[string]hrow) ([]query.Row, []string) {
+func (h *harness) joined(plan *query.Plan, st map[string]map[string]hrow) ([]query.Row, []string) {
 	var rows []query.Row
 	var keys []string
 	var rec func(i int, cur query.Row, key string)
 	rec = func(i int, cur query.Row, key string) {
-		if i == len(p.Sources) {
+		if i == len(plan.Sources) {
 			rows = append(rows, slices.Clone(cur))
 			keys = append(keys, key)
 			return
 		}
-		src := p.Sources[i]
+		src := plan.Sources[i]
 		ht := h.tables[src.Table.Name]
 		tkeys := make([]string, 0, len(st[ht.name]))
 		for k := range st[ht.name] {
@@ -310,7 +310,7 @@ func (h *harness) joined(p *query.Plan, st map[string]map[string]hrow) ([]query.
 					break
 				}
 				oa := query.AppendKey(nil, src.Columns[on.Column].TypeOID, a)
-				ob := query.AppendKey(nil, p.Sources[on.Other].Columns[on.OtherColumn].TypeOID, b[on.OtherColumn])
+				ob := query.AppendKey(nil, plan.Sources[on.Other].Columns[on.OtherColumn].TypeOID, b[on.OtherColumn])
 				if string(oa) != string(ob) {
 					ok = false
 					break
@@ -333,43 +333,43 @@ func (h *harness) joined(p *query.Plan, st map[string]map[string]hrow) ([]query.
 			rec(i+1, cur, key+nk)
 		}
 	}
-	rec(0, make(query.Row, len(p.Sources)), "")
+	rec(0, make(query.Row, len(plan.Sources)), "")
 	return rows, keys
 }
 
 // oracle evaluates a plan over a database state by brute force.
-func (h *harness) oracle(p *query.Plan, st map[string]map[string]hrow) ([]ResultRow, int64) {
-	rows, keys := h.joined(p, st)
+func (h *harness) oracle(plan *query.Plan, st map[string]map[string]hrow) ([]ResultRow, int64) {
+	rows, keys := h.joined(plan, st)
 	type kr struct {
 		q   query.Row
 		key string
 	}
 	var kept []kr
 	for i, r := range rows {
-		if p.Eval(r) == query.True {
+		if plan.Eval(r) == query.True {
 			kept = append(kept, kr{r, keys[i]})
 		}
 	}
-	if p.Count {
+	if plan.Count {
 		return nil, int64(len(kept))
 	}
 	sort.SliceStable(kept, func(i, j int) bool {
-		if c := p.CompareWindow(kept[i].q, kept[j].q); c != 0 {
+		if c := plan.CompareWindow(kept[i].q, kept[j].q); c != 0 {
 			return c < 0
 		}
 		return kept[i].key < kept[j].key
 	})
-	ordered := len(p.Order) > 0 || p.Limit >= 0 || p.Offset > 0
+	ordered := len(plan.Order) > 0 || plan.Limit >= 0 || plan.Offset > 0
 	if ordered {
-		lo := min(int(p.Offset), len(kept))
+		lo := min(int(plan.Offset), len(kept))
 		kept = kept[lo:]
-		if p.Limit >= 0 && int(p.Limit) < len(kept) {
-			kept = kept[:p.Limit]
+		if plan.Limit >= 0 && int(plan.Limit) < len(kept) {
+			kept = kept[:plan.Limit]
 		}
 	}
 	var out []ResultRow
 	for _, k := range kept {
-		out = append(out, ResultRow{Key: Key(k.key), Values: p.Project(k.q)})
+		out = append(out, ResultRow{Key: Key(k.key), Values: plan.Project(k.q)})
 	}
 	if !ordered {
 		slices.SortFunc(out, func(a, b ResultRow) int { return strings.Compare(string(a.Key), string(b.Key)) })
@@ -468,10 +468,10 @@ func (h *harness) verify() {
 		if sb == nil || sb.v.status != viewLive {
 			continue
 		}
-		p := h.plans[id]
-		h.verified[len(p.Sources) > 1]++
-		want, count := h.oracle(p, st)
-		if p.Count {
+		plan := h.plans[id]
+		h.verified[len(plan.Sources) > 1]++
+		want, count := h.oracle(plan, st)
+		if plan.Count {
 			if m.count != count {
 				h.t.Errorf("sub %d at %v: count = %d, want %d", id, h.core.Position(), m.count, count)
 			}
@@ -479,7 +479,7 @@ func (h *harness) verify() {
 		}
 		got := h.fmtRows(m.rows)
 		if w := h.fmtRows(want); got != w {
-			h.t.Errorf("sub %d (%s) at %v:\n got %s\nwant %s", id, p.SQL, h.core.Position(), got, w)
+			h.t.Errorf("sub %d (%s) at %v:\n got %s\nwant %s", id, plan.SQL, h.core.Position(), got, w)
 		}
 	}
 }
@@ -699,13 +699,13 @@ func (h *harness) answer(id ReadID, at change.LSN, inProgress ...uint32) {
 		snap.Xmin = snap.Xip[0]
 	}
 	st := h.state(visible)
-	p := req.Plan
+	plan := req.Plan
 	var rows []query.Row
-	if len(req.Sources) == 1 && len(p.Sources) > 1 {
+	if len(req.Sources) == 1 && len(plan.Sources) > 1 {
 		// One source of a join: every row of its table (a superset of
 		// what the core asked for; the core filters).
 		si := req.Sources[0]
-		src := p.Sources[si]
+		src := plan.Sources[si]
 		ht := h.tables[src.Table.Name]
 		keys := make([]string, 0)
 		for k := range st[ht.name] {
@@ -713,20 +713,20 @@ func (h *harness) answer(id ReadID, at change.LSN, inProgress ...uint32) {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			r := make(query.Row, len(p.Sources))
+			r := make(query.Row, len(plan.Sources))
 			r[si] = h.srcVals(src, ht, st[ht.name][k])
 			rows = append(rows, r)
 		}
 	} else {
-		jr, _ := h.joined(p, st)
+		jr, _ := h.joined(plan, st)
 		var kept []query.Row
 		for _, r := range jr {
-			if p.Eval(r) == query.True {
+			if plan.Eval(r) == query.True {
 				kept = append(kept, r)
 			}
 		}
-		if len(p.Order) > 0 || p.Limit >= 0 || p.Offset > 0 {
-			sort.SliceStable(kept, func(i, j int) bool { return p.CompareWindow(kept[i], kept[j]) < 0 })
+		if len(plan.Order) > 0 || plan.Limit >= 0 || plan.Offset > 0 {
+			sort.SliceStable(kept, func(i, j int) bool { return plan.CompareWindow(kept[i], kept[j]) < 0 })
 		}
 		if req.Want > 0 && int64(len(kept)) > req.Want {
 			kept = kept[:req.Want]

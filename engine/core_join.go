@@ -65,11 +65,11 @@ func (s *state) initJoin(v *view) {
 		js.touched[i] = make(map[string][]any)
 		vs.byCol = make(map[int]map[string]map[string]*heldRow)
 		for _, c := range vs.src.Constraints {
-			p := srcPred{col: vs.col[c.Column], oid: vs.src.Columns[c.Column].TypeOID, c: c, keys: map[string]bool{}}
+			pred := srcPred{col: vs.col[c.Column], oid: vs.src.Columns[c.Column].TypeOID, c: c, keys: map[string]bool{}}
 			for _, x := range c.Values {
-				p.keys[string(query.AppendKey(nil, p.oid, x))] = true
+				pred.keys[string(query.AppendKey(nil, pred.oid, x))] = true
 			}
-			js.preds[i] = append(js.preds[i], p)
+			js.preds[i] = append(js.preds[i], pred)
 		}
 		for _, on := range vs.src.On {
 			if !slices.Contains(js.joinCols[on.Other], on.OtherColumn) {
@@ -83,31 +83,31 @@ func (s *state) initJoin(v *view) {
 		}
 	}
 	v.js = js
-	v.rset.window = false // a join view holds its whole result
-	v.rset.complete = true
+	v.resultSet.window = false // a join view holds its whole result
+	v.resultSet.complete = true
 }
 
 // predMatch reports whether a row satisfies a source's own constraints;
 // known is false when a value it needs is unknown.
 func predMatch(preds []srcPred, vals []any) (match, known bool) {
-	for _, p := range preds {
-		x := valAt(vals, p.col)
+	for _, pred := range preds {
+		x := valAt(vals, pred.col)
 		if isUnloaded(x) {
 			return false, false
 		}
-		switch p.c.Kind {
+		switch pred.c.Kind {
 		case query.ConstraintIn:
 			if x == nil {
-				if !p.c.Null {
+				if !pred.c.Null {
 					return false, true
 				}
 				continue
 			}
-			if !p.keys[string(query.AppendKey(nil, p.oid, x))] {
+			if !pred.keys[string(query.AppendKey(nil, pred.oid, x))] {
 				return false, true
 			}
 		case query.ConstraintNotIn:
-			if x == nil || p.keys[string(query.AppendKey(nil, p.oid, x))] {
+			if x == nil || pred.keys[string(query.AppendKey(nil, pred.oid, x))] {
 				return false, true
 			}
 		case query.ConstraintRange:
@@ -115,8 +115,8 @@ func predMatch(preds []srcPred, vals []any) (match, known bool) {
 				return false, true
 			}
 			in := false
-			ix := rangeIndex{oid: p.oid}
-			for _, r := range p.c.Ranges {
+			ix := rangeIndex{oid: pred.oid}
+			for _, r := range pred.c.Ranges {
 				if ix.startsBy(r, x) && ix.endsAfter(r, x) {
 					in = true
 					break
@@ -133,8 +133,8 @@ func predMatch(preds []srcPred, vals []any) (match, known bool) {
 // srcVals returns a source's values (in its Columns order) of a layout row.
 func srcVals(vs *viewSource, vals []any) []any {
 	out := make([]any, len(vs.col))
-	for i, p := range vs.col {
-		out[i] = valAt(vals, p)
+	for i, slot := range vs.col {
+		out[i] = valAt(vals, slot)
 	}
 	return out
 }
@@ -242,8 +242,8 @@ func (v *view) enumerate(rootKey string, root *heldRow) []*entry {
 	rec = func(i int) {
 		if i == n {
 			if v.plan.Eval(q) == query.True {
-				out = append(out, &entry{key: strings.Join(keys, ""), x: &entryExt{q: slices.Clone(q),
-					j: &joinEntry{root: rootKey, rows: slices.Clone(rows), srcKeys: slices.Clone(keys)}}})
+				out = append(out, &entry{key: strings.Join(keys, ""), ext: &entryExt{entered: slices.Clone(q),
+					join: &joinEntry{root: rootKey, rows: slices.Clone(rows), srcKeys: slices.Clone(keys)}}})
 			}
 			return
 		}
@@ -301,11 +301,11 @@ func (v *view) addEntry(rootKey string, e *entry) {
 		js.byRoot[rootKey] = m
 	}
 	m[e.key] = e
-	for i, h := range e.x.j.rows {
+	for i, h := range e.ext.join.rows {
 		if h == nil {
 			continue
 		}
-		pk := e.x.j.srcKeys[i]
+		pk := e.ext.join.srcKeys[i]
 		bm := js.bySrc[i][pk]
 		if bm == nil {
 			bm = make(map[string]*entry)
@@ -324,11 +324,11 @@ func (v *view) dropEntry(rootKey string, e *entry) {
 			delete(js.byRoot, rootKey)
 		}
 	}
-	for i, h := range e.x.j.rows {
+	for i, h := range e.ext.join.rows {
 		if h == nil {
 			continue
 		}
-		pk := e.x.j.srcKeys[i]
+		pk := e.ext.join.srcKeys[i]
 		if bm := js.bySrc[i][pk]; bm != nil {
 			delete(bm, e.key)
 			if len(bm) == 0 {
@@ -375,15 +375,15 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 		for _, k := range keys {
 			old := t[k]
 			for _, e := range js.bySrc[i][k] {
-				roots[e.x.j.root] = struct{}{}
+				roots[e.ext.join.root] = struct{}{}
 			}
 			if old != nil {
 				v.rootsOf(i, k, old, roots, 0)
 			}
 			var after []any
 			var h *heldRow
-			if p := s.ov[ovKey{vs.t.oid, k}]; p != nil && p.after != nil {
-				after, h = p.after, p.h
+			if changed := s.overlay[rowRef{vs.t.oid, k}]; changed != nil && changed.after != nil {
+				after, h = changed.after, changed.h
 			}
 			if after != nil {
 				if m, known := predMatch(js.preds[i], after); !known || !loaded(query.Row{srcVals(vs, after)}) {
@@ -430,7 +430,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 			if v.ordered || v.plan.Count {
 				continue
 			}
-			if oe := oldByKey[e.key]; oe == nil || !sameValues(v.plan.Project(oe.q()), v.plan.Project(e.q())) {
+			if oe := oldByKey[e.key]; oe == nil || !sameValues(v.plan.Project(oe.enteredRow()), v.plan.Project(e.enteredRow())) {
 				d.rows = append(d.rows, v.resultRow(e))
 			}
 		}
@@ -476,8 +476,8 @@ func (s *state) askJoinReads(v *view) {
 	js.reads = js.reads[:0]
 	for i, vs := range v.srcs {
 		sql, args, oids := s.sourceSQL(vs)
-		s.nextR++
-		r := &read{id: s.nextR, v: v, src: i, logStart: s.logBase + len(s.log)}
+		s.nextReadID++
+		r := &read{id: s.nextReadID, v: v, src: i, logStart: s.txnLogBase + len(s.txnLog)}
 		s.reads[r.id] = r
 		js.reads = append(js.reads, r)
 		formats := make([]int16, len(args))
@@ -526,9 +526,9 @@ func (s *state) sourceSQL(vs *viewSource) (string, [][]byte, []uint32) {
 		case query.ConstraintIn:
 			var ps []string
 			for _, x := range c.Values {
-				p, good := param(col, x)
+				placeholder, good := param(col, x)
 				ok = ok && good
-				ps = append(ps, p)
+				ps = append(ps, placeholder)
 			}
 			if len(ps) > 0 {
 				alts = append(alts, name+" IN ("+strings.Join(ps, ", ")+")")
@@ -545,22 +545,22 @@ func (s *state) sourceSQL(vs *viewSource) (string, [][]byte, []uint32) {
 			for _, r := range c.Ranges {
 				var parts []string
 				if r.Low != nil {
-					p, good := param(col, r.Low)
+					placeholder, good := param(col, r.Low)
 					ok = ok && good
 					op := " > "
 					if r.LowInc {
 						op = " >= "
 					}
-					parts = append(parts, name+op+p)
+					parts = append(parts, name+op+placeholder)
 				}
 				if r.High != nil {
-					p, good := param(col, r.High)
+					placeholder, good := param(col, r.High)
 					ok = ok && good
 					op := " < "
 					if r.HighInc {
 						op = " <= "
 					}
-					parts = append(parts, name+op+p)
+					parts = append(parts, name+op+placeholder)
 				}
 				if len(parts) == 0 {
 					parts = append(parts, name+" IS NOT NULL")
@@ -607,7 +607,7 @@ func (s *state) landJoin(v *view) {
 	for _, r := range reads {
 		delete(s.reads, r.id)
 	}
-	priv := make([]map[string][]any, len(v.srcs))
+	readRows := make([]map[string][]any, len(v.srcs))
 	for i, vs := range v.srcs {
 		r := reads[i]
 		tb := vs.t
@@ -620,9 +620,9 @@ func (s *state) landJoin(v *view) {
 			for j := range vals {
 				vals[j] = unloaded{}
 			}
-			for j, p := range vs.col {
+			for j, slot := range vs.col {
 				if j < len(row[i]) {
-					vals[p] = row[i][j]
+					vals[slot] = row[i][j]
 				}
 			}
 			if k, ok := tb.keyOf(vals); ok {
@@ -638,10 +638,10 @@ func (s *state) landJoin(v *view) {
 			s.askRead(v)
 			return
 		}
-		priv[i] = m
+		readRows[i] = m
 	}
 	// Swap in: release the old rows and result.
-	old := v.rset
+	old := v.resultSet
 	for i, vs := range v.srcs {
 		for k, h := range vs.rows {
 			s.release(vs.t, k, h, vs)
@@ -654,12 +654,12 @@ func (s *state) landJoin(v *view) {
 		js.bySrc[i] = make(map[string]map[string]*entry)
 	}
 	js.byRoot = make(map[string]map[string]*entry)
-	v.rset = newRset(v.plan, s.opts.WindowMargin)
-	v.rset.window, v.rset.complete = false, true
+	v.resultSet = newResultSet(v.plan, s.opts.WindowMargin)
+	v.resultSet.window, v.resultSet.complete = false, true
 	for i, vs := range v.srcs {
 		tb := vs.t
-		for _, k := range slices.Sorted(maps.Keys(priv[i])) {
-			vals := priv[i][k]
+		for _, k := range slices.Sorted(maps.Keys(readRows[i])) {
+			vals := readRows[i][k]
 			h := tb.rows[k]
 			if h == nil {
 				h = &heldRow{rowVals: tb.encode(vals)}
@@ -689,7 +689,7 @@ func (s *state) landJoin(v *view) {
 		default:
 			for k, e := range v.result {
 				oe := old.result[k]
-				if oe == nil || !sameValues(v.plan.Project(oe.q()), v.plan.Project(e.q())) {
+				if oe == nil || !sameValues(v.plan.Project(oe.enteredRow()), v.plan.Project(e.enteredRow())) {
 					d.rows = append(d.rows, v.resultRow(e))
 				}
 			}

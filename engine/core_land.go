@@ -80,29 +80,29 @@ func (s *state) land() {
 // trimLog drops logged transactions no pending read needs.
 func (s *state) trimLog() {
 	if len(s.reads) == 0 {
-		s.logBase += len(s.log)
-		s.log = nil
+		s.txnLogBase += len(s.txnLog)
+		s.txnLog = nil
 		return
 	}
-	if len(s.log) == 0 {
+	if len(s.txnLog) == 0 {
 		return // nothing to trim: no need to look at every pending read
 	}
-	first := s.logBase + len(s.log)
+	first := s.txnLogBase + len(s.txnLog)
 	for _, r := range s.reads {
 		first = min(first, r.logStart)
 	}
-	if n := first - s.logBase; n > 0 {
-		clear(s.log[:n])
-		s.log = s.log[n:]
-		s.logBase = first
+	if n := first - s.txnLogBase; n > 0 {
+		clear(s.txnLog[:n])
+		s.txnLog = s.txnLog[n:]
+		s.txnLogBase = first
 	}
 }
 
 // replay calls fn for every change of the log since start that snap does
 // not contain, in commit order.
 func (s *state) replay(start int, snap Snapshot, fn func(ch *change.Change) bool) bool {
-	for i := max(start-s.logBase, 0); i < len(s.log); i++ {
-		lt := s.log[i]
+	for i := max(start-s.txnLogBase, 0); i < len(s.txnLog); i++ {
+		lt := s.txnLog[i]
 		if snap.Visible(lt.xid) {
 			continue
 		}
@@ -121,12 +121,12 @@ func (s *state) landRead(r *read) {
 	v := r.v
 	vs := v.srcs[0]
 	tb := vs.t
-	rs := newRset(v.plan, s.opts.WindowMargin)
+	rs := newResultSet(v.plan, s.opts.WindowMargin)
 	n := len(r.rows) + len(r.held)
 	complete := !rs.window || r.complete || r.want == 0 || int64(n) < r.want
-	priv := make(map[string]rowVals, n)
+	readRows := make(map[string]rowVals, n)
 	add := func(k string, rv rowVals) {
-		priv[k] = rv
+		readRows[k] = rv
 		rs.remove(k)
 		rs.insert(rs.newEntry(k, &heldRow{rowVals: rv}, v))
 	}
@@ -138,9 +138,9 @@ func (s *state) landRead(r *read) {
 		for i := range vals {
 			vals[i] = unloaded{}
 		}
-		for j, p := range vs.col {
+		for j, slot := range vs.col {
 			if j < len(row[0]) {
-				vals[p] = row[0][j]
+				vals[slot] = row[0][j]
 			}
 		}
 		if k, ok := tb.keyOf(vals); ok {
@@ -165,7 +165,7 @@ func (s *state) landRead(r *read) {
 	// The read's last row bounds what a window knows: it was cut there.
 	rs.complete = complete
 	if !rs.complete && len(rs.list) > 0 {
-		rs.bound = rs.list[len(rs.list)-1].q()
+		rs.bound = rs.list[len(rs.list)-1].enteredRow()
 	}
 	ok := s.replay(r.logStart, r.snap, func(ch *change.Change) bool {
 		switch ch.Op {
@@ -175,7 +175,7 @@ func (s *state) landRead(r *read) {
 			}
 			for _, rel := range ch.Truncate.Rels {
 				if rel.OID == tb.oid {
-					clear(priv)
+					clear(readRows)
 					rs.result = make(map[string]*entry)
 					rs.list = nil
 					rs.complete, rs.bound = true, nil
@@ -189,12 +189,12 @@ func (s *state) landRead(r *read) {
 		if ch.Rel == nil || ch.Rel.OID != tb.oid {
 			return true
 		}
-		oldKey, newKey, newVals, kok := s.replayRow(tb, ch, func(k string) []any { return priv[k].values() })
+		oldKey, newKey, newVals, kok := s.replayRow(tb, ch, func(k string) []any { return readRows[k].values() })
 		if !kok {
 			return false
 		}
 		if oldKey != "" {
-			delete(priv, oldKey)
+			delete(readRows, oldKey)
 			rs.remove(oldKey)
 		}
 		if newVals != nil {
@@ -204,7 +204,7 @@ func (s *state) landRead(r *read) {
 					return false
 				}
 				rv := tb.encode(newVals)
-				priv[newKey] = rv
+				readRows[newKey] = rv
 				rs.insert(rs.newEntry(newKey, &heldRow{rowVals: rv}, v))
 			}
 		}
@@ -221,10 +221,10 @@ func (s *state) landRead(r *read) {
 		s.askRead(v)
 		return
 	}
-	old := v.rset
+	old := v.resultSet
 	oldStatus := v.status
 	s.intern(v, &rs)
-	v.rset = rs
+	v.resultSet = rs
 	v.read = nil
 	v.status = viewLive
 	if oldStatus == viewRefilling {
@@ -249,7 +249,7 @@ func (s *state) landRead(r *read) {
 			slices.Sort(d.removed)
 			d.changed = len(d.rows) > 0 || len(d.removed) > 0
 		}
-		s.releaseRset(v, &old)
+		s.releaseResult(v, &old)
 		s.emit(v, d, s.pos)
 	} else if v.ordered {
 		v.snapshotShown()

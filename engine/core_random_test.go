@@ -165,9 +165,9 @@ func runRandom(t *testing.T, seed uint64, steps int, joins bool) {
 			if rng.IntN(8) == 0 {
 				mode = ModeTouch
 			}
-			before := h.core.st.nextR
+			before := h.core.st.nextReadID
 			h.subscribe(nextSub, sql, mode)
-			for id := before + 1; id <= h.core.st.nextR; id++ {
+			for id := before + 1; id <= h.core.st.nextReadID; id++ {
 				reads = append(reads, randRead{id, h.core.Position()})
 			}
 			subs = append(subs, nextSub)

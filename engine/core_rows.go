@@ -126,27 +126,27 @@ func (tb *table) column(name string) int {
 // own. The views of the shape that no longer holds end once the stream, a
 // read or the catalog check shows it.
 func (tb *table) columnFor(c *query.Column) int {
-	p := tb.column(c.Name)
+	slot := tb.column(c.Name)
 	// Key columns keep their slots (rows are keyed by them): every view of
 	// the table ends when one changes shape (retireStale).
-	if lc := &tb.cols[p]; lc.typed && !lc.sameShape(c) && !tb.isKey(p) {
-		p = -1
+	if lc := &tb.cols[slot]; lc.typed && !lc.sameShape(c) && !tb.isKey(slot) {
+		slot = -1
 		for i := len(tb.cols) - 1; i >= 0; i-- {
 			if lc := &tb.cols[i]; lc.name == c.Name && lc.typed && lc.sameShape(c) {
-				p = i
+				slot = i
 				break
 			}
 		}
-		if p < 0 {
+		if slot < 0 {
 			tb.cols = append(tb.cols, layoutCol{name: c.Name})
-			p = len(tb.cols) - 1
-			tb.byName[c.Name] = p
+			slot = len(tb.cols) - 1
+			tb.byName[c.Name] = slot
 			// Relations seen map names to the old slots.
 			clear(tb.relMaps)
 		}
 	}
-	tb.typeColumn(p, c)
-	return p
+	tb.typeColumn(slot, c)
+	return slot
 }
 
 // sameShape reports whether a plan's column is the shape the slot holds.
@@ -185,16 +185,16 @@ func (tb *table) relMap(rel *change.Relation) []int {
 // column's slot of the same declared type and modifier that views need
 // (the newest such), else the name's current slot.
 func (tb *table) relSlot(c change.Column) int {
-	p := tb.column(c.Name)
-	if lc := &tb.cols[p]; !lc.typed || lc.declOID == c.TypeOID && lc.typMod == c.TypeMod {
-		return p
+	slot := tb.column(c.Name)
+	if lc := &tb.cols[slot]; !lc.typed || lc.declOID == c.TypeOID && lc.typMod == c.TypeMod {
+		return slot
 	}
 	for i := len(tb.cols) - 1; i >= 0; i-- {
 		if lc := &tb.cols[i]; lc.name == c.Name && lc.typed && lc.need > 0 && lc.declOID == c.TypeOID && lc.typMod == c.TypeMod {
 			return i
 		}
 	}
-	return p
+	return slot
 }
 
 // decodeRow decodes the needed columns of a change's row into a layout
@@ -212,17 +212,17 @@ func (tb *table) decodeRow(rel *change.Relation, row change.Row, fill []any, typ
 		if i >= len(m) {
 			break
 		}
-		p := m[i]
-		lc := &tb.cols[p]
-		if lc.need == 0 && !tb.isKey(p) {
+		slot := m[i]
+		lc := &tb.cols[slot]
+		if lc.need == 0 && !tb.isKey(slot) {
 			continue
 		}
 		switch v.Kind {
 		case change.Null:
-			vals[p] = nil
+			vals[slot] = nil
 		case change.Text, change.Binary:
 			if x, done := decodeFast(lc, v); done {
-				vals[p] = x
+				vals[slot] = x
 				continue
 			}
 			typ := lc.typ
@@ -241,10 +241,10 @@ func (tb *table) decodeRow(rel *change.Relation, row change.Row, fill []any, typ
 				ok = false
 				continue
 			}
-			vals[p] = x
+			vals[slot] = x
 		default: // Absent, Unchanged
-			if x := valAt(fill, p); !isUnloaded(x) {
-				vals[p] = x
+			if x := valAt(fill, slot); !isUnloaded(x) {
+				vals[slot] = x
 			} else if lc.need > 0 {
 				ok = false
 			}
@@ -253,9 +253,9 @@ func (tb *table) decodeRow(rel *change.Relation, row change.Row, fill []any, typ
 	return vals, ok
 }
 
-func (tb *table) isKey(p int) bool {
+func (tb *table) isKey(slot int) bool {
 	for _, k := range tb.key {
-		if k == p {
+		if k == slot {
 			return true
 		}
 	}
@@ -266,11 +266,11 @@ func (tb *table) isKey(p int) bool {
 // key value is unknown.
 func (tb *table) keyOf(vals []any) (string, bool) {
 	b := tb.keyBuf[:0]
-	for _, p := range tb.key {
-		if p >= len(vals) || isUnloaded(vals[p]) {
+	for _, slot := range tb.key {
+		if slot >= len(vals) || isUnloaded(vals[slot]) {
 			return "", false
 		}
-		b = query.AppendKey(b, tb.cols[p].typeOID, vals[p])
+		b = query.AppendKey(b, tb.cols[slot].typeOID, vals[slot])
 	}
 	tb.keyBuf = b
 	if h := tb.rows[string(b)]; h != nil && h.ent.row != nil {
@@ -328,12 +328,12 @@ func missing(row change.Row) bool {
 // keyOfHeld is keyOf for an encoded row.
 func (tb *table) keyOfHeld(rv rowVals) (string, bool) {
 	b := tb.keyBuf[:0]
-	for _, p := range tb.key {
-		x := rv.val(p)
+	for _, slot := range tb.key {
+		x := rv.val(slot)
 		if isUnloaded(x) {
 			return "", false
 		}
-		b = query.AppendKey(b, tb.cols[p].typeOID, x)
+		b = query.AppendKey(b, tb.cols[slot].typeOID, x)
 	}
 	tb.keyBuf = b
 	return string(b), true
@@ -343,8 +343,8 @@ func (tb *table) keyOfHeld(rv rowVals) (string, bool) {
 // layout slots 0, 1, ... in order: then a row read in the source's column
 // order is already in layout order.
 func (vs *viewSource) identityLayout() bool {
-	for j, p := range vs.col {
-		if p != j {
+	for j, slot := range vs.col {
+		if slot != j {
 			return false
 		}
 	}
@@ -355,12 +355,12 @@ func (vs *viewSource) identityLayout() bool {
 // column, the source column held there plus one (0: none).
 func (vs *viewSource) layoutSlots() []int {
 	n := 0
-	for _, p := range vs.col {
-		n = max(n, p+1)
+	for _, slot := range vs.col {
+		n = max(n, slot+1)
 	}
 	at := make([]int, n)
-	for j, p := range vs.col {
-		at[p] = j + 1
+	for j, slot := range vs.col {
+		at[slot] = j + 1
 	}
 	return at
 }
@@ -371,7 +371,7 @@ func (vs *viewSource) layoutSlots() []int {
 func relayout(rv rowVals, at []int, src *[]string) rowVals {
 	cols := (*src)[:0]
 	for i := 0; i < len(rv.enc); {
-		_, _, next := slot(rv.enc, i)
+		_, _, next := slotAt(rv.enc, i)
 		cols = append(cols, rv.enc[i:next])
 		i = next
 	}

@@ -143,7 +143,7 @@ func (rv rowVals) held() bool { return rv.enc != "" }
 
 // slot returns the encoded slot starting at i of s: its tag, its payload
 // and the index of the next slot.
-func slot(s string, i int) (tag byte, payload string, next int) {
+func slotAt(s string, i int) (tag byte, payload string, next int) {
 	tag = s[i]
 	i++
 	switch tag {
@@ -206,10 +206,10 @@ func varint(s string, i int) (int64, int) {
 }
 
 // find returns the start of slot p, or -1 when the row has fewer slots.
-func (rv rowVals) find(p int) int {
+func (rv rowVals) find(slot int) int {
 	i := 0
-	for ; p > 0 && i < len(rv.enc); p-- {
-		_, _, i = slot(rv.enc, i)
+	for ; slot > 0 && i < len(rv.enc); slot-- {
+		_, _, i = slotAt(rv.enc, i)
 	}
 	if i >= len(rv.enc) {
 		return -1
@@ -219,12 +219,12 @@ func (rv rowVals) find(p int) int {
 
 // val decodes the value in layout slot p (unloaded beyond the row's
 // slots).
-func (rv rowVals) val(p int) any {
-	i := rv.find(p)
+func (rv rowVals) val(slot int) any {
+	i := rv.find(slot)
 	if i < 0 {
 		return unloaded{}
 	}
-	tag, payload, _ := slot(rv.enc, i)
+	tag, payload, _ := slotAt(rv.enc, i)
 	return rv.decode(tag, payload)
 }
 
@@ -235,7 +235,7 @@ func (rv rowVals) values() []any {
 	}
 	var vals []any
 	for i := 0; i < len(rv.enc); {
-		tag, payload, next := slot(rv.enc, i)
+		tag, payload, next := slotAt(rv.enc, i)
 		vals = append(vals, rv.decode(tag, payload))
 		i = next
 	}
@@ -243,59 +243,59 @@ func (rv rowVals) values() []any {
 }
 
 // decode turns one slot back into its typed form.
-func (rv rowVals) decode(tag byte, p string) any {
+func (rv rowVals) decode(tag byte, payload string) any {
 	switch tag {
 	case tagUnloaded:
 		return unloaded{}
 	case tagNull:
 		return nil
 	case tagInt:
-		x, _ := varint(p, 0)
+		x, _ := varint(payload, 0)
 		return x
 	case tagString:
-		return p
+		return payload
 	case tagFalse:
 		return false
 	case tagTrue:
 		return true
 	case tagFloat:
 		var b [8]byte
-		copy(b[:], p)
+		copy(b[:], payload)
 		return math.Float64frombits(binary.LittleEndian.Uint64(b[:]))
 	case tagBytes:
-		return []byte(p)
+		return []byte(payload)
 	case tagJSON:
-		return change.JSON(p)
+		return change.JSON(payload)
 	case tagNumeric:
-		n, err := change.ParseNumeric(p)
+		n, err := change.ParseNumeric(payload)
 		if err != nil {
 			panic("engine: corrupt numeric in row encoding: " + err.Error())
 		}
 		return n
 	case tagTimestamp:
-		x, _ := varint(p, 1)
-		return change.Timestamp{Micros: x, Inf: int8(p[0])}
+		x, _ := varint(payload, 1)
+		return change.Timestamp{Micros: x, Inf: int8(payload[0])}
 	case tagDate:
-		x, _ := varint(p, 1)
-		return change.Date{Days: int32(x), Inf: int8(p[0])}
+		x, _ := varint(payload, 1)
+		return change.Date{Days: int32(x), Inf: int8(payload[0])}
 	case tagUUID:
 		var u change.UUID
-		copy(u[:], p)
+		copy(u[:], payload)
 		return u
 	case tagInterval:
-		m, n := varint(p, 0)
-		d, n2 := varint(p, n)
-		us, _ := varint(p, n+n2)
+		m, n := varint(payload, 0)
+		d, n2 := varint(payload, n)
+		us, _ := varint(payload, n+n2)
 		return change.Interval{Months: int32(m), Days: int32(d), Micros: us}
 	case tagTime:
-		x, _ := varint(p, 0)
+		x, _ := varint(payload, 0)
 		return change.TimeOfDay(x)
 	case tagTimeTZ:
-		us, n := varint(p, 0)
-		off, _ := varint(p, n)
+		us, n := varint(payload, 0)
+		off, _ := varint(payload, n)
 		return change.TimeTZ{Micros: us, Offset: int32(off)}
 	case tagBoxed:
-		i, _ := uvarint(p, 0)
+		i, _ := uvarint(payload, 0)
 		return (*rv.boxes)[i]
 	}
 	panic("engine: corrupt row encoding")
@@ -303,12 +303,12 @@ func (rv rowVals) decode(tag byte, p string) any {
 
 // sameAt reports whether slot p holds a value sameValue finds identical
 // to x, comparing encodings (scratch is reused to encode x).
-func (rv rowVals) sameAt(p int, x any, scratch *[]byte) bool {
-	i := rv.find(p)
+func (rv rowVals) sameAt(slot int, x any, scratch *[]byte) bool {
+	i := rv.find(slot)
 	if i < 0 {
 		return isUnloaded(x)
 	}
-	tag, payload, next := slot(rv.enc, i)
+	tag, payload, next := slotAt(rv.enc, i)
 	if tag == tagBoxed {
 		return sameValue(rv.decode(tag, payload), x)
 	}
@@ -324,22 +324,22 @@ func (rv rowVals) sameAt(p int, x any, scratch *[]byte) bool {
 func (rv rowVals) pick(col []int) []any {
 	out := make([]any, len(col))
 	hi := -1
-	for _, p := range col {
-		hi = max(hi, p)
+	for _, slot := range col {
+		hi = max(hi, slot)
 	}
 	// The start of each slot up to the highest asked for.
 	var starts [16]int
 	at := starts[:0]
 	for i := 0; len(at) <= hi && i < len(rv.enc); {
 		at = append(at, i)
-		_, _, i = slot(rv.enc, i)
+		_, _, i = slotAt(rv.enc, i)
 	}
-	for j, p := range col {
-		if p >= len(at) {
+	for j, slot := range col {
+		if slot >= len(at) {
 			out[j] = unloaded{}
 			continue
 		}
-		tag, payload, _ := slot(rv.enc, at[p])
+		tag, payload, _ := slotAt(rv.enc, at[slot])
 		out[j] = rv.decode(tag, payload)
 	}
 	return out

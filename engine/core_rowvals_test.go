@@ -75,13 +75,13 @@ func TestRowValsRoundTrip(t *testing.T) {
 	}
 	cols := []int{5, 0, len(vals) + 3, 9}
 	picked := rv.pick(cols)
-	for j, p := range cols {
+	for j, slot := range cols {
 		want := any(unloaded{})
-		if p < len(vals) {
-			want = vals[p]
+		if slot < len(vals) {
+			want = vals[slot]
 		}
 		if !sameValue(picked[j], want) && !(isUnloaded(want) && isUnloaded(picked[j])) {
-			t.Errorf("pick: slot %d = %#v, want %#v", p, picked[j], want)
+			t.Errorf("pick: slot %d = %#v, want %#v", slot, picked[j], want)
 		}
 	}
 }

@@ -162,8 +162,8 @@ func (s *state) identityLost(tb *table) {
 	}
 	slices.SortFunc(views, func(a, b *view) int { return cmpU64(a.id, b.id) })
 	var key []string
-	for _, p := range tb.key {
-		key = append(key, tb.cols[p].name)
+	for _, slot := range tb.key {
+		key = append(key, tb.cols[slot].name)
 	}
 	reason := fmt.Sprintf("the old rows of updates and deletes on table %s.%s do not carry its row key (%s): its replica identity changed",
 		tb.schema, tb.name, strings.Join(key, ", "))
@@ -184,9 +184,9 @@ func (s *state) identityLost(tb *table) {
 // the table ends when one is retyped.
 func (tb *table) retireStale(rel *change.Relation, also []string) {
 	retired := false
-	for p := range tb.cols {
-		lc := tb.cols[p]
-		if !lc.typed || tb.isKey(p) || tb.byName[lc.name] != p {
+	for slot := range tb.cols {
+		lc := tb.cols[slot]
+		if !lc.typed || tb.isKey(slot) || tb.byName[lc.name] != slot {
 			continue
 		}
 		if i := rel.ColumnIndex(lc.name); i >= 0 && rel.Columns[i].TypeOID == lc.declOID && !slices.Contains(also, lc.name) {

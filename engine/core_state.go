@@ -14,43 +14,47 @@ type state struct {
 	// transaction at or below it is a duplicate.
 	applied change.LSN
 
-	views  map[string]*view // by plan.Key
-	subs   map[SubID]*sub
-	tables map[uint32]*table
-	nextV  uint64
+	views      map[string]*view // by plan.Key
+	subs       map[SubID]*sub
+	tables     map[uint32]*table
+	nextViewID uint64
 
-	// reads asked for and not landed; log holds, while any is pending,
-	// the committed transactions since the oldest of them was asked for.
+	// reads asked for and not landed; txnLog holds, while any is
+	// pending, the committed transactions since the oldest of them was
+	// asked for (a read replays those its snapshot does not contain).
 	reads map[ReadID]*read
 	// doneReads are the reads answered and not landed yet (some may be
 	// gone from reads: they are skipped).
-	doneReads []ReadID
-	nextR     ReadID
-	log       []*logTxn
-	logBase   int // absolute index of log[0]
+	doneReads  []ReadID
+	nextReadID ReadID
+	txnLog     []*loggedTxn
+	txnLogBase int // absolute index of txnLog[0]
 
-	// The transaction being applied.
-	inTxn   bool
-	cur     *logTxn
-	ov      map[ovKey]*pend
-	ovList  []*pend
-	dirty   []*view
-	epoch   uint64
-	refresh []*view // views to re-read once the transaction is settled
+	// The transaction being applied. The overlay holds every row it
+	// changed, as it has left it so far, over the held rows (which keep
+	// their values until finish settles the transaction); overlayRows
+	// lists the same rows in the order first changed.
+	inTxn       bool
+	cur         *loggedTxn
+	overlay     map[rowRef]*overlayRow
+	overlayRows []*overlayRow
+	dirty       []*view // views touched by the transaction, to settle
+	changeSeq   uint64  // numbers the changes routed (viewSource.touchedIn)
+	refresh     []*view // views to re-read once the transaction is settled
 	// refilling are the views that went to re-read their result (some
 	// may have landed since: touchRefilling drops them).
 	refilling []*view
 
 	// Scratch reused across transactions, so that a change allocates
 	// only what it keeps.
-	spare    *logTxn // a transaction record not kept in the log
-	pendFree []*pend // pend records of settled transactions
-	markFn   func(*viewSource)
-	markKeys [2]string // the old and new key of the change being routed
-	keysBuf  []string
-	nextsBuf []settleNext
-	cmpBuf   []byte // sameOutput's scratch
-	qScratch rowScratch
+	spare           *loggedTxn        // a transaction record not kept in the log
+	freeOverlayRows []*overlayRow     // overlay rows of settled transactions
+	touchFn         func(*viewSource) // touchOnce, bound once (route.match takes it)
+	routedKeys      [2]string         // the old and new key of the change being routed
+	keysBuf         []string
+	nextsBuf        []settleNext
+	cmpBuf          []byte // sameOutput's scratch
+	scratchRow      rowScratch
 }
 
 // read is a read asked for and not landed yet.
@@ -58,7 +62,7 @@ type read struct {
 	id       ReadID
 	v        *view
 	src      int // -1: the whole query; else one source of a join
-	logStart int // absolute log index of the first transaction it may miss
+	logStart int // absolute txnLog index of the first transaction it may miss
 	want     int64
 	done     bool
 	snap     Snapshot
@@ -67,20 +71,22 @@ type read struct {
 	complete bool
 }
 
-// logTxn is a committed transaction kept for reads that have not landed.
-type logTxn struct {
+// loggedTxn is a committed transaction kept for reads that have not landed.
+type loggedTxn struct {
 	xid     uint32
 	lsn     change.LSN
 	changes []*change.Change
 }
 
-type ovKey struct {
+// rowRef names a row: its table's OID and its row key.
+type rowRef struct {
 	oid uint32
 	key string
 }
 
-// pend is a row changed by the transaction being applied.
-type pend struct {
+// overlayRow is a row changed by the transaction being applied: the
+// overlay's entry for it.
+type overlayRow struct {
 	tb     *table
 	key    string
 	before rowVals  // the row before the transaction (zero: not held)
@@ -90,14 +96,14 @@ type pend struct {
 
 func newState(opts CoreOptions) *state {
 	s := &state{
-		opts:   opts,
-		views:  make(map[string]*view),
-		subs:   make(map[SubID]*sub),
-		tables: make(map[uint32]*table),
-		reads:  make(map[ReadID]*read),
-		ov:     make(map[ovKey]*pend),
+		opts:    opts,
+		views:   make(map[string]*view),
+		subs:    make(map[SubID]*sub),
+		tables:  make(map[uint32]*table),
+		reads:   make(map[ReadID]*read),
+		overlay: make(map[rowRef]*overlayRow),
 	}
-	s.markFn = s.markVS
+	s.touchFn = s.touchOnce
 	return s
 }
 
@@ -125,7 +131,7 @@ func cmpU64(a, b uint64) int {
 	return 0
 }
 
-func (s *state) logging() bool { return len(s.reads) > 0 }
+func (s *state) keepingLog() bool { return len(s.reads) > 0 }
 
 func cmpStr(a, b string) int {
 	switch {

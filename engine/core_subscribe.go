@@ -45,8 +45,8 @@ func (s *state) newView(plan *query.Plan) (*view, string) {
 			return nil, fmt.Sprintf("table %s.%s has no primary key", src.Table.Schema, src.Table.Name)
 		}
 	}
-	s.nextV++
-	v := &view{id: s.nextV, plan: plan, rset: newRset(plan, s.opts.WindowMargin)}
+	s.nextViewID++
+	v := &view{id: s.nextViewID, plan: plan, resultSet: newResultSet(plan, s.opts.WindowMargin)}
 	for i, src := range plan.Sources {
 		tb := s.tables[src.Table.OID]
 		if tb == nil {
@@ -55,9 +55,9 @@ func (s *state) newView(plan *query.Plan) (*view, string) {
 		}
 		vs := &viewSource{v: v, idx: i, src: src, t: tb, col: make([]int, len(src.Columns))}
 		for j := range src.Columns {
-			p := tb.columnFor(&src.Columns[j])
-			vs.col[j] = p
-			tb.cols[p].need++
+			slot := tb.columnFor(&src.Columns[j])
+			vs.col[j] = slot
+			tb.cols[slot].need++
 		}
 		if v.isJoin() {
 			vs.rows = make(map[string]*heldRow)
@@ -82,20 +82,20 @@ func (s *state) askRead(v *view) {
 		s.askJoinReads(v)
 		return
 	}
-	p := v.plan
+	plan := v.plan
 	margin := int64(s.opts.WindowMargin)
-	sql := p.Render(query.RenderOptions{Columns: query.SelectNeeded, Window: v.ordered, Margin: margin})
-	args, oids, formats := p.Args()
+	sql := plan.Render(query.RenderOptions{Columns: query.SelectNeeded, Window: v.ordered, Margin: margin})
+	args, oids, formats := plan.Args()
 	var want int64
 	if v.window {
 		want = int64(v.cap)
 	}
-	s.nextR++
-	r := &read{id: s.nextR, v: v, src: -1, logStart: s.logBase + len(s.log), want: want}
+	s.nextReadID++
+	r := &read{id: s.nextReadID, v: v, src: -1, logStart: s.txnLogBase + len(s.txnLog), want: want}
 	s.reads[r.id] = r
 	v.read = r
 	s.out.Reads = append(s.out.Reads, ReadRequest{
-		ID: r.id, Plan: p, Sources: allSources(len(p.Sources)),
+		ID: r.id, Plan: plan, Sources: allSources(len(plan.Sources)),
 		SQL: sql, Args: args, ArgOIDs: oids, ArgFormats: formats,
 		Want: want, RowLimit: s.opts.ReadRowLimit,
 	})
@@ -155,13 +155,13 @@ func (s *state) killView(v *view) {
 			delete(s.reads, r.id)
 		}
 	}
-	s.releaseRset(v, &v.rset)
+	s.releaseResult(v, &v.resultSet)
 	for _, vs := range v.srcs {
 		tb := vs.t
 		tb.route.remove(vs)
 		delete(tb.srcs, vs)
-		for _, p := range vs.col {
-			tb.cols[p].need--
+		for _, slot := range vs.col {
+			tb.cols[slot].need--
 		}
 		for k, h := range vs.rows {
 			s.release(tb, k, h, vs)
@@ -183,7 +183,7 @@ func (s *state) release(tb *table, k string, h *heldRow, vs *viewSource) {
 	}
 }
 
-func (s *state) releaseRset(v *view, rs *rset) {
+func (s *state) releaseResult(v *view, rs *resultSet) {
 	if v.isJoin() {
 		return
 	}
@@ -195,7 +195,7 @@ func (s *state) releaseRset(v *view, rs *rset) {
 
 // intern makes the rows of a freshly built single-table result the shared
 // held rows, taking a hold on each.
-func (s *state) intern(v *view, rs *rset) {
+func (s *state) intern(v *view, rs *resultSet) {
 	vs := v.srcs[0]
 	tb := vs.t
 	for k, e := range rs.result {

@@ -36,9 +36,10 @@ type viewSource struct {
 	src *query.Source
 	t   *table
 	col []int // layout position of each of src.Columns
-	// mark dedupes routing candidates within one change.
-	mark uint64
-	reg  registration // where the route has it
+	// touchedIn is the state.changeSeq of the last change that touched
+	// the view source: a change reaching it twice touches it once.
+	touchedIn uint64
+	reg       registration // where the route has it
 	// rows holds, for a join view, every row of the table that satisfies
 	// the source's own constraints, by primary key (single-table views
 	// keep their rows in the view's result instead).
@@ -57,13 +58,13 @@ type viewSource struct {
 type entry struct {
 	key string
 	row *heldRow // single-table views
-	x   *entryExt
+	ext *entryExt
 }
 
 // entryExt is the part of an entry only ordered and join views need.
 type entryExt struct {
-	q query.Row  // the row as it entered the result
-	j *joinEntry // join views
+	entered query.Row  // the row as it entered the result
+	join    *joinEntry // join views
 }
 
 // joinEntry is the part of an entry only join views need.
@@ -75,26 +76,26 @@ type joinEntry struct {
 
 // q returns the row an ordered or join view's entry entered the result
 // with (nil for other views).
-func (e *entry) q() query.Row {
-	if e.x == nil {
+func (e *entry) enteredRow() query.Row {
+	if e.ext == nil {
 		return nil
 	}
-	return e.x.q
+	return e.ext.entered
 }
 
 // newEntry returns the entry of a single-table view's result for row h
 // (key k).
-func (v *rset) newEntry(k string, h *heldRow, vw *view) *entry {
-	if !v.ordered {
+func (rs *resultSet) newEntry(k string, h *heldRow, v *view) *entry {
+	if !rs.ordered {
 		return h.entry(k)
 	}
 	e := &entry{key: k, row: h}
-	e.setQ(query.Row{h.pick(vw.srcs[0].col)})
+	e.setEntered(query.Row{h.pick(v.srcs[0].col)})
 	return e
 }
 
-// setQ records the row an ordered view's entry entered the result with.
-func (e *entry) setQ(q query.Row) { e.x = &entryExt{q: q} }
+// setEntered records the row an ordered view's entry entered the result with.
+func (e *entry) setEntered(q query.Row) { e.ext = &entryExt{entered: q} }
 
 // view is the maintained result of one plan, shared by its subscribers.
 type view struct {
@@ -106,7 +107,7 @@ type view struct {
 	read   *read // the read being waited for
 	js     *joinState
 
-	rset
+	resultSet
 	// shown is what ordered views' subscribers hold (the window's visible
 	// part), to diff against; shownTieAfter: its last row ties on ORDER BY
 	// with the row after the window.
@@ -119,9 +120,9 @@ type view struct {
 	touched   []string   // single-table views: keys touched (repeats allowed)
 }
 
-// rset is a result: rows by key and, for ordered views, sorted by
+// resultSet is a result: rows by key and, for ordered views, sorted by
 // CompareWindow.
-type rset struct {
+type resultSet struct {
 	plan     *query.Plan
 	ordered  bool // ORDER BY or LIMIT/OFFSET: list is kept sorted
 	window   bool // LIMIT: list is cut at cap
@@ -135,13 +136,13 @@ type rset struct {
 	bound query.Row
 }
 
-func newRset(p *query.Plan, margin int) rset {
-	rs := rset{plan: p, result: make(map[string]*entry), complete: true}
-	if !p.Count {
-		rs.ordered = len(p.Order) > 0 || p.Limit >= 0 || p.Offset > 0
-		rs.window = p.Limit >= 0
+func newResultSet(plan *query.Plan, margin int) resultSet {
+	rs := resultSet{plan: plan, result: make(map[string]*entry), complete: true}
+	if !plan.Count {
+		rs.ordered = len(plan.Order) > 0 || plan.Limit >= 0 || plan.Offset > 0
+		rs.window = plan.Limit >= 0
 		if rs.window {
-			rs.cap = int(min(p.WindowEnd(int64(margin)), 1<<40))
+			rs.cap = int(min(plan.WindowEnd(int64(margin)), 1<<40))
 		}
 	}
 	return rs
@@ -167,9 +168,9 @@ func (v *view) isJoin() bool { return len(v.plan.Sources) > 1 }
 func (v *view) row(vals []any) query.Row {
 	vs := v.srcs[0]
 	r := make([]any, len(vs.col))
-	for i, p := range vs.col {
-		if p < len(vals) {
-			r[i] = vals[p]
+	for i, slot := range vs.col {
+		if slot < len(vals) {
+			r[i] = vals[slot]
 		} else {
 			r[i] = unloaded{}
 		}
@@ -180,22 +181,22 @@ func (v *view) row(vals []any) query.Row {
 // rowScratch holds a query.Row that is rebuilt for every row.
 type rowScratch struct {
 	vals []any
-	q    query.Row
+	row  query.Row
 }
 
 // rowInto is row, built in sc: valid until sc's next use.
 func (v *view) rowInto(sc *rowScratch, vals []any) query.Row {
 	col := v.srcs[0].col
 	r := slices.Grow(sc.vals[:0], len(col))[:len(col)]
-	for i, p := range col {
-		r[i] = valAt(vals, p)
+	for i, slot := range col {
+		r[i] = valAt(vals, slot)
 	}
 	sc.vals = r
-	if sc.q == nil {
-		sc.q = make(query.Row, 1)
+	if sc.row == nil {
+		sc.row = make(query.Row, 1)
 	}
-	sc.q[0] = r
-	return sc.q
+	sc.row[0] = r
+	return sc.row
 }
 
 // loaded reports whether every value of a query.Row is known.
@@ -210,55 +211,55 @@ func loaded(q query.Row) bool {
 	return true
 }
 
-func (v *rset) visible() []*entry {
-	if !v.ordered {
+func (rs *resultSet) visible() []*entry {
+	if !rs.ordered {
 		return nil
 	}
-	n := int64(len(v.list))
-	lo, hi := min(v.plan.Offset, n), n
-	if v.plan.Limit >= 0 {
-		hi = min(v.plan.WindowEnd(0), n)
+	n := int64(len(rs.list))
+	lo, hi := min(rs.plan.Offset, n), n
+	if rs.plan.Limit >= 0 {
+		hi = min(rs.plan.WindowEnd(0), n)
 	}
-	return v.list[lo:hi]
+	return rs.list[lo:hi]
 }
 
 // covered reports whether a window's held rows still cover OFFSET+LIMIT.
-func (v *rset) covered() bool {
-	if !v.window || v.complete {
+func (rs *resultSet) covered() bool {
+	if !rs.window || rs.complete {
 		return true
 	}
-	return int64(len(v.list)) >= v.plan.WindowEnd(0)
+	return int64(len(rs.list)) >= rs.plan.WindowEnd(0)
 }
 
 // insert adds e to the result (the key must not be in it). In a window that
 // is not complete, a row sorting after the last held one is not known to be
 // within the first cap rows and is dropped; it returns whether e was kept.
-func (v *rset) insert(e *entry) bool {
-	if !v.ordered {
-		v.result[e.key] = e
+func (rs *resultSet) insert(e *entry) bool {
+	if !rs.ordered {
+		rs.result[e.key] = e
 		return true
 	}
-	if v.window && !v.complete && (v.bound == nil || v.plan.CompareWindow(e.q(), v.bound) > 0) {
+	if rs.window && !rs.complete && (rs.bound == nil || rs.plan.CompareWindow(e.enteredRow(), rs.bound) > 0) {
 		return false
 	}
-	i := sort.Search(len(v.list), func(i int) bool { return v.plan.CompareWindow(v.list[i].q(), e.q()) > 0 })
-	v.list = slices.Insert(v.list, i, e)
-	v.result[e.key] = e
+	i := sort.Search(len(rs.list), func(i int) bool { return rs.plan.CompareWindow(rs.list[i].enteredRow(), e.enteredRow()) > 0 })
+	rs.list = slices.Insert(rs.list, i, e)
+	rs.result[e.key] = e
 	return true
 }
 
 // remove takes key out of the result and returns its entry.
-func (v *rset) remove(key string) *entry {
-	e := v.result[key]
+func (rs *resultSet) remove(key string) *entry {
+	e := rs.result[key]
 	if e == nil {
 		return nil
 	}
-	delete(v.result, key)
-	if v.ordered {
-		i := sort.Search(len(v.list), func(i int) bool { return v.plan.CompareWindow(v.list[i].q(), e.q()) >= 0 })
-		for ; i < len(v.list); i++ {
-			if v.list[i] == e {
-				v.list = slices.Delete(v.list, i, i+1)
+	delete(rs.result, key)
+	if rs.ordered {
+		i := sort.Search(len(rs.list), func(i int) bool { return rs.plan.CompareWindow(rs.list[i].enteredRow(), e.enteredRow()) >= 0 })
+		for ; i < len(rs.list); i++ {
+			if rs.list[i] == e {
+				rs.list = slices.Delete(rs.list, i, i+1)
 				break
 			}
 		}
@@ -267,31 +268,31 @@ func (v *rset) remove(key string) *entry {
 }
 
 // trim cuts a window back to its cap, returning the entries dropped.
-func (v *rset) trim() []*entry {
-	if !v.window || len(v.list) <= v.cap {
+func (rs *resultSet) trim() []*entry {
+	if !rs.window || len(rs.list) <= rs.cap {
 		return nil
 	}
-	cut := slices.Clone(v.list[v.cap:])
-	for i := v.cap; i < len(v.list); i++ {
-		delete(v.result, v.list[i].key)
-		v.list[i] = nil
+	cut := slices.Clone(rs.list[rs.cap:])
+	for i := rs.cap; i < len(rs.list); i++ {
+		delete(rs.result, rs.list[i].key)
+		rs.list[i] = nil
 	}
-	v.list = v.list[:v.cap]
-	v.complete = false
-	if v.cap > 0 {
-		v.bound = v.list[v.cap-1].q()
+	rs.list = rs.list[:rs.cap]
+	rs.complete = false
+	if rs.cap > 0 {
+		rs.bound = rs.list[rs.cap-1].enteredRow()
 	}
 	return cut
 }
 
 // entries returns the result in output order: sorted for ordered views,
 // by key otherwise.
-func (v *rset) entries() []*entry {
-	if v.ordered {
-		return v.visible()
+func (rs *resultSet) entries() []*entry {
+	if rs.ordered {
+		return rs.visible()
 	}
-	es := make([]*entry, 0, len(v.result))
-	for _, e := range v.result {
+	es := make([]*entry, 0, len(rs.result))
+	for _, e := range rs.result {
 		es = append(es, e)
 	}
 	slices.SortFunc(es, func(a, b *entry) int {
@@ -307,27 +308,27 @@ func (v *rset) entries() []*entry {
 }
 
 // countN is the count of a COUNT(*) view.
-func (v *rset) countN() int64 { return int64(len(v.result)) }
+func (rs *resultSet) countN() int64 { return int64(len(rs.result)) }
 
 // countRows is the result of a COUNT(*) query: one row unless LIMIT 0 or
 // an OFFSET skips it.
-func (v *rset) countRows() []ResultRow {
-	if v.plan.Offset >= 1 || v.plan.Limit == 0 {
+func (rs *resultSet) countRows() []ResultRow {
+	if rs.plan.Offset >= 1 || rs.plan.Limit == 0 {
 		return nil
 	}
-	return []ResultRow{{Values: []any{v.countN()}}}
+	return []ResultRow{{Values: []any{rs.countN()}}}
 }
 
-// qOf returns an entry's query.Row.
-func (v *view) qOf(e *entry) query.Row {
-	if e.q() != nil {
-		return e.q()
+// queryRow returns an entry's query.Row.
+func (v *view) queryRow(e *entry) query.Row {
+	if e.enteredRow() != nil {
+		return e.enteredRow()
 	}
 	return query.Row{e.row.pick(v.srcs[0].col)}
 }
 
 func (v *view) resultRow(e *entry) ResultRow {
-	return ResultRow{Key: Key(e.key), Values: v.plan.Project(v.qOf(e))}
+	return ResultRow{Key: Key(e.key), Values: v.plan.Project(v.queryRow(e))}
 }
 
 // snapshotShown records what an ordered view's subscribers now hold.
@@ -335,18 +336,18 @@ func (v *view) snapshotShown() {
 	lo, vis := v.visibleAt()
 	v.shown = v.shown[:0]
 	for i, e := range vis {
-		v.shown = append(v.shown, shownRow{e.key, v.plan.Project(e.q()), v.tiesBefore(lo + i)})
+		v.shown = append(v.shown, shownRow{e.key, v.plan.Project(e.enteredRow()), v.tiesBefore(lo + i)})
 	}
 	v.shownTieAfter = len(vis) > 0 && v.tiesBefore(lo+len(vis))
 }
 
 // visibleAt is visible with the index in list of its first entry.
-func (v *rset) visibleAt() (int, []*entry) {
-	vis := v.visible()
+func (rs *resultSet) visibleAt() (int, []*entry) {
+	vis := rs.visible()
 	if len(vis) == 0 {
 		return 0, vis
 	}
-	return int(min(v.plan.Offset, int64(len(v.list)))), vis
+	return int(min(rs.plan.Offset, int64(len(rs.list)))), vis
 }
 
 // tiesBefore reports whether list[i] ties on ORDER BY with list[i-1]
@@ -354,11 +355,11 @@ func (v *rset) visibleAt() (int, []*entry) {
 // (and, at a window's edges, which rows) PostgreSQL may answer with: a
 // change of it changes the result a touch-mode subscriber caches, even
 // when the engine's own order (ties broken by key) stays the same.
-func (v *rset) tiesBefore(i int) bool {
-	if i <= 0 || i >= len(v.list) || len(v.plan.Order) == 0 {
+func (rs *resultSet) tiesBefore(i int) bool {
+	if i <= 0 || i >= len(rs.list) || len(rs.plan.Order) == 0 {
 		return false
 	}
-	return v.plan.Compare(v.list[i-1].q(), v.list[i].q()) == 0
+	return rs.plan.Compare(rs.list[i-1].enteredRow(), rs.list[i].enteredRow()) == 0
 }
 
 // accepted builds a subscriber's Accepted output.
@@ -409,9 +410,9 @@ func (v *view) diffShown() delta {
 	same := len(vis) == len(v.shown)
 	for i, e := range vis {
 		now[e.key] = true
-		vals := v.plan.Project(e.q())
-		ov, ok := old[e.key]
-		if !ok || !sameValues(ov, vals) {
+		vals := v.plan.Project(e.enteredRow())
+		shownVals, ok := old[e.key]
+		if !ok || !sameValues(shownVals, vals) {
 			d.rows = append(d.rows, ResultRow{Key: Key(e.key), Values: vals})
 		}
 		if same && v.shown[i].key != e.key {

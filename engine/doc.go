@@ -1,6 +1,54 @@
 // Package engine keeps SQL query results fresh from PostgreSQL's change
 // stream.
 //
+// Glossary. The engine's words, each with the file that holds it:
+//
+//   - view: the maintained result of one compiled plan, shared by every
+//     subscription whose plan has the same query.Plan.Key (core_view.go;
+//     made and ended in core_subscribe.go).
+//   - view source: one source (FROM item) of a view's plan bound to the
+//     core's table for it: its layout slots, its routing registration and,
+//     for a join, the rows it holds (viewSource, core_view.go).
+//   - held row: one row of a table the core keeps, once per (table, row
+//     key) however many views hold it, with the view sources holding it
+//     (heldRow, core_rows.go).
+//   - layout: the columns of a table as the core stores them, the union of
+//     every column any view of it names; columns are only appended
+//     (layoutCol, core_rows.go).
+//   - slot: a column's position in its table's layout; a held row has one
+//     value per slot, unloaded when no view asked for it.
+//   - row values: a held row's values encoded in one immutable string, a
+//     tag and an exact payload per slot (rowVals, core_rowvals.go).
+//   - overlay: the rows the transaction being applied has changed so far,
+//     as it left them, over the held rows; they become the held rows when
+//     the transaction settles (overlayRow, core_apply.go).
+//   - land: a finished read becomes a view's result, once the stream has
+//     passed its snapshot: the logged transactions its snapshot does not
+//     contain are replayed onto its rows and its subscribers are accepted
+//     (core_land.go; joins in core_join.go).
+//   - settle: at a transaction's last fragment, every view it touched
+//     compares its result with the one before and emits one delta
+//     (finish, settle and settleJoin in core_apply.go and core_join.go).
+//   - refill: a window that no longer holds OFFSET+LIMIT rows (its margin
+//     ran out) reads its result again (refill, core_view.go).
+//   - window: the result of a query with LIMIT: the core holds its first
+//     OFFSET+LIMIT+margin rows in order (resultSet, core_view.go).
+//   - margin: the rows a window holds beyond OFFSET+LIMIT
+//     (CoreOptions.WindowMargin), so that a row leaving the window is
+//     replaced without a read.
+//   - bound: the last row a window that is not complete is known to hold
+//     every row up to; a row sorting after it is not taken in.
+//   - covered: a window still holds OFFSET+LIMIT rows (or every row the
+//     query selects), so what its subscribers see is exact.
+//   - touch: to mark a row key of a view changed by the transaction being
+//     applied (touch, core_apply.go); and, in touch mode, the Touched
+//     output that tells a subscriber its result changed at a commit.
+//   - re-hydrate: a live view reads its result again because a
+//     transaction left it needing rows or values it does not hold (an
+//     unchanged TOASTed value, a row whose key is unknown); like a refill
+//     it waits as viewRefilling, touching its touch-mode subscribers,
+//     until the read lands.
+//
 // The Core is a deterministic state machine in the style of etcd's raft:
 // method calls in (Subscribe, Unsubscribe, Apply a transaction fragment,
 // Advance, ReadDone), a Ready out (reads to run against PostgreSQL and
@@ -16,9 +64,11 @@
 // value) and decoded into change's typed forms when a result is built;
 // encodings compare by text identity, as the engine compares values.
 //
-// Routing. Each view registers under one constraint of its root source
+// Routing. Each view source registers under one constraint of its source
 // (equality/IN by value in a hash index, ranges in an interval index,
-// NOT IN by exclusion) or in its table's unconstrained list; a changed row
+// NOT IN by exclusion) or in its table's unconstrained list (core_route.go;
+// a join's sources each register, under their own constraints and those
+// the ON equalities carry to them); a changed row
 // is matched by its new values through those indexes and by the views
 // already holding its old version, so the cost of a change grows with the
 // views it can affect, not with the views registered.

@@ -469,9 +469,9 @@ func (e *Engine) flush() {
 	}
 	e.flushing = e.flushing[:0]
 	if len(rd.Reads) > 0 {
-		m := e.applied.mark()
+		m := e.applied.markNow()
 		for _, r := range rd.Reads {
-			e.queue.push(queuedRead{req: r, mark: m})
+			e.queue.push(queuedRead{req: r, askedAt: m})
 		}
 	}
 }
@@ -552,7 +552,7 @@ func (e *Engine) work() {
 		if !ok {
 			return
 		}
-		snap, rows, held, complete, err := e.reader.readFor(e.ctx, q.req, q.mark)
+		snap, rows, held, complete, err := e.reader.readFor(e.ctx, q.req, q.askedAt)
 		if err != nil && e.ctx.Err() == nil {
 			code := readCode(err)
 			if code == CodeRowLimit {
@@ -581,8 +581,8 @@ func (e *Engine) work() {
 // queuedRead is a read waiting for a worker, with the applied log's state
 // when the core asked for it.
 type queuedRead struct {
-	req  ReadRequest
-	mark mark
+	req     ReadRequest
+	askedAt appliedMark
 }
 
 // readQueue is an unbounded FIFO of reads: the core goroutine pushes

@@ -63,14 +63,14 @@ func BenchmarkHydrate(b *testing.B) {
 	rd := &reader{pool: pool, log: newAppliedLog(), timeout: time.Minute}
 
 	readHeld := func(b *testing.B) int64 {
-		_, rows, _, err := rd.readHeld(ctx, req, mark{})
+		_, rows, _, err := rd.readHeld(ctx, req, appliedMark{})
 		if err != nil {
 			b.Fatal(err)
 		}
 		return int64(len(rows))
 	}
 	readTyped := func(b *testing.B) int64 {
-		_, rows, _, err := rd.read(ctx, req, mark{})
+		_, rows, _, err := rd.read(ctx, req, appliedMark{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -104,20 +104,20 @@ func (l *appliedLog) advance(pos change.LSN) {
 }
 
 // mark is the log's state when a read is asked for.
-type mark struct {
+type appliedMark struct {
 	seq uint64
 	pos change.LSN
 }
 
-func (l *appliedLog) mark() mark {
+func (l *appliedLog) markNow() appliedMark {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return mark{seq: l.seq, pos: l.pos}
+	return appliedMark{seq: l.seq, pos: l.pos}
 }
 
 // missing returns a transaction applied at or before m that snap does not
 // contain, or reports that the snapshot's position is behind m's.
-func (l *appliedLog) missing(m mark, snap Snapshot) (xid uint32, behind, found bool) {
+func (l *appliedLog) missing(m appliedMark, snap Snapshot) (xid uint32, behind, found bool) {
 	if snap.LSN < m.pos {
 		return 0, true, true
 	}
@@ -151,7 +151,7 @@ type reader struct {
 // and WAL position, checks the snapshot contains what was applied at m,
 // runs the request's SQL and decodes its rows. It returns the rows and
 // whether they are complete (fewer than req.Want, or no LIMIT).
-func (h *reader) read(ctx context.Context, req ReadRequest, m mark) (Snapshot, []query.Row, bool, error) {
+func (h *reader) read(ctx context.Context, req ReadRequest, m appliedMark) (Snapshot, []query.Row, bool, error) {
 	return readIn(ctx, h, req, m, h.rows)
 }
 
@@ -161,12 +161,12 @@ func (h *reader) read(ctx context.Context, req ReadRequest, m mark) (Snapshot, [
 // exactly as read decodes them and encoded at once, so what the read
 // keeps holds no pointers for the garbage collector to follow but one per
 // row: on a large read that is most of the client's work saved.
-func (h *reader) readHeld(ctx context.Context, req ReadRequest, m mark) (Snapshot, []rowVals, bool, error) {
+func (h *reader) readHeld(ctx context.Context, req ReadRequest, m appliedMark) (Snapshot, []rowVals, bool, error) {
 	return readIn(ctx, h, req, m, h.heldRows)
 }
 
 // readIn runs rows in the read's snapshot (inSnapshot).
-func readIn[T any](ctx context.Context, h *reader, req ReadRequest, m mark,
+func readIn[T any](ctx context.Context, h *reader, req ReadRequest, m appliedMark,
 	rows func(context.Context, *pgxpool.Conn, ReadRequest) ([]T, bool, error)) (Snapshot, []T, bool, error) {
 	var out []T
 	snap, complete, err := h.inSnapshot(ctx, req, m, func(conn *pgxpool.Conn) (bool, error) {
@@ -185,7 +185,7 @@ func heldReadable(req ReadRequest) bool {
 }
 
 // readFor runs req with readHeld when it can, else with read.
-func (h *reader) readFor(ctx context.Context, req ReadRequest, m mark) (Snapshot, []query.Row, []rowVals, bool, error) {
+func (h *reader) readFor(ctx context.Context, req ReadRequest, m appliedMark) (Snapshot, []query.Row, []rowVals, bool, error) {
 	if heldReadable(req) {
 		snap, held, complete, err := h.readHeld(ctx, req, m)
 		return snap, nil, held, complete, err
@@ -196,7 +196,7 @@ func (h *reader) readFor(ctx context.Context, req ReadRequest, m mark) (Snapshot
 
 // inSnapshot opens the read's transaction and snapshot, checks it against
 // m, runs fn in it and commits.
-func (h *reader) inSnapshot(ctx context.Context, req ReadRequest, m mark, fn func(*pgxpool.Conn) (bool, error)) (Snapshot, bool, error) {
+func (h *reader) inSnapshot(ctx context.Context, req ReadRequest, m appliedMark, fn func(*pgxpool.Conn) (bool, error)) (Snapshot, bool, error) {
 	if h.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, h.timeout)

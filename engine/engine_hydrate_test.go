@@ -323,8 +323,8 @@ func TestReadRetypedColumn(t *testing.T) {
 			args, oids, formats := plan.Args()
 			req := ReadRequest{ID: 1, Plan: plan, Sources: []int{0}, SQL: plan.Render(query.RenderOptions{Columns: query.SelectNeeded}), Args: args, ArgOIDs: oids, ArgFormats: formats}
 			rd := &reader{pool: pool, log: newAppliedLog(), timeout: time.Minute}
-			_, rows, _, err := rd.read(ctx, req, mark{})
-			_, held, _, herr := rd.readHeld(ctx, req, mark{})
+			_, rows, _, err := rd.read(ctx, req, appliedMark{})
+			_, held, _, herr := rd.readHeld(ctx, req, appliedMark{})
 			if (err == nil) != (herr == nil) || err != nil && err.Error() != herr.Error() || len(held) != len(rows) {
 				t.Fatalf("readHeld = %d rows, %v; read = %d rows, %v", len(held), herr, len(rows), err)
 			}
@@ -395,11 +395,11 @@ func TestReadHeld(t *testing.T) {
 		t.Fatal("heldReadable = false for a single-table read")
 	}
 	rd := &reader{pool: pool, log: newAppliedLog(), timeout: time.Minute}
-	_, rows, complete, err := rd.read(ctx, req, mark{})
+	_, rows, complete, err := rd.read(ctx, req, appliedMark{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, held, hcomplete, err := rd.readHeld(ctx, req, mark{})
+	_, held, hcomplete, err := rd.readHeld(ctx, req, appliedMark{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,7 @@ INSERT INTO c VALUES
 			for _, req := range reads {
 				s := req.Sources[0]
 				src := plan.Sources[s]
-				_, rows, _, err := rd.read(ctx, req, mark{})
+				_, rows, _, err := rd.read(ctx, req, appliedMark{})
 				if err != nil {
 					t.Fatalf("source %s: read %q: %v", src.Alias, req.SQL, err)
 				}

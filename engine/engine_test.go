@@ -213,7 +213,7 @@ func TestAppliedLogMissing(t *testing.T) {
 	l.record(0) // non-transactional: not recorded
 	l.record(105)
 	l.advance(change.LSN(500))
-	m := l.mark()
+	m := l.markNow()
 	l.record(110) // applied after the mark: the core buffers it
 	tests := []struct {
 		name   string
