@@ -140,6 +140,15 @@ type Engine struct {
 	// compiled from: one refused because its plan met a table's new shape
 	// is compiled again (recompile).
 	fresh map[SubID]*freshSub
+	// The core's options, for a new core after a panic (engine_recover.go);
+	// gen counts the cores, so reads asked by an old one are dropped;
+	// quarantined are the plan keys whose work panicked (quarantine in
+	// the order they came, to forget the oldest).
+	coreOpts    CoreOptions
+	gen         uint64
+	resets      int64
+	quarantined map[string]bool
+	quarantine  []string
 }
 
 // freshSub is a subscription not accepted yet: its query, and how often it
@@ -159,12 +168,15 @@ const maxRecompiles = 3
 
 // command is a request run on the core goroutine.
 type command struct {
-	fn   func()
-	done chan struct{}
+	fn    func()
+	done  chan struct{}
+	blame string // the plan key the command is about, if any (step)
 }
 
 // readResult is a finished read, handed back to the core goroutine.
 type readResult struct {
+	gen      uint64 // of the core that asked for it
+	key      string // its plan's key
 	id       ReadID
 	snap     Snapshot
 	rows     []query.Row
@@ -201,7 +213,8 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{checkNow: make(chan struct{}, 1), cfg: cfg, log: cfg.Logger, pool: cfg.ReadPool, applied: newAppliedLog(),
 		events: make(chan change.Event, 64), cmds: make(chan command), results: make(chan readResult),
-		queue: newReadQueue(), done: make(chan struct{}), sinks: make(map[SubID]Sink), fresh: make(map[SubID]*freshSub)}
+		queue: newReadQueue(), done: make(chan struct{}), sinks: make(map[SubID]Sink), fresh: make(map[SubID]*freshSub),
+		quarantined: make(map[string]bool)}
 	if e.pool == nil {
 		pcfg, err := pgxpool.ParseConfig(cfg.ReadDSN)
 		if err != nil {
@@ -230,7 +243,8 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		e.catalog = query.NewPGCatalog(e.pool)
 	}
 	e.cfg.Query.Catalog = e.catalog
-	e.core = NewCore(CoreOptions{WindowMargin: cfg.WindowMargin, ReadRowLimit: cfg.RowLimit, Types: cfg.Types})
+	e.coreOpts = CoreOptions{WindowMargin: cfg.WindowMargin, ReadRowLimit: cfg.RowLimit, Types: cfg.Types}
+	e.core = NewCore(e.coreOpts)
 	e.reader = &reader{pool: e.pool, types: cfg.Types, log: e.applied, timeout: cfg.ReadTimeout}
 
 	e.ctx, e.cancel = context.WithCancel(context.Background())
@@ -261,7 +275,10 @@ func (e *Engine) Subscribe(ctx context.Context, sql string, binds []query.Bind, 
 		return 0, refusal, nil
 	}
 	id := SubID(e.nextSub.Add(1))
-	err = e.do(ctx, func() {
+	err = e.doFor(ctx, plan.Key, func() {
+		if e.refuseQuarantined(id, plan, sink) {
+			return
+		}
 		e.sinks[id] = sink
 		e.fresh[id] = &freshSub{sql: sql, binds: binds, mode: mode, plan: plan}
 		e.core.Subscribe(id, plan, mode)
@@ -287,13 +304,16 @@ type EngineStats struct {
 	Stats
 	Position change.LSN // the commit LSN (or heartbeat position) last applied
 	Queued   int        // reads waiting for a worker
+	// CoreResets counts the core's panics, each of which ended every
+	// subscription and started an empty core (engine_recover.go).
+	CoreResets int64
 }
 
 // Stats returns the core's counters and the engine's position.
 func (e *Engine) Stats(ctx context.Context) (EngineStats, error) {
 	var s EngineStats
 	err := e.do(ctx, func() {
-		s = EngineStats{Stats: e.core.Stats(), Position: e.core.Position(), Queued: e.queue.len()}
+		s = EngineStats{Stats: e.core.Stats(), Position: e.core.Position(), Queued: e.queue.len(), CoreResets: e.resets}
 	})
 	return s, err
 }
@@ -327,8 +347,11 @@ func (e *Engine) Close() error {
 }
 
 // do runs fn on the core goroutine and waits for it.
-func (e *Engine) do(ctx context.Context, fn func()) error {
-	c := command{fn: fn, done: make(chan struct{})}
+func (e *Engine) do(ctx context.Context, fn func()) error { return e.doFor(ctx, "", fn) }
+
+// doFor is do for a command about the plan key blame (step).
+func (e *Engine) doFor(ctx context.Context, blame string, fn func()) error {
+	c := command{fn: fn, done: make(chan struct{}), blame: blame}
 	select {
 	case e.cmds <- c:
 	case <-e.done:
@@ -385,17 +408,21 @@ func (e *Engine) run() {
 	for {
 		select {
 		case ev := <-e.events:
-			e.apply(ev)
+			e.step("apply", "", func() { e.apply(ev) })
 		case c := <-e.cmds:
-			c.fn()
-			close(c.done)
+			e.step("command", c.blame, func() {
+				defer close(c.done)
+				c.fn()
+			})
 		case r := <-e.results:
-			e.core.st.readDone(r.id, r.snap, r.rows, r.held, r.complete, r.err)
+			if r.gen != e.gen {
+				continue // asked by a core that panicked
+			}
+			e.step("read", r.key, func() { e.core.st.readDone(r.id, r.snap, r.rows, r.held, r.complete, r.err) })
 		case <-e.ctx.Done():
 			e.endAll()
 			return
 		}
-		e.flush()
 	}
 }
 
@@ -471,7 +498,7 @@ func (e *Engine) flush() {
 	if len(rd.Reads) > 0 {
 		m := e.applied.markNow()
 		for _, r := range rd.Reads {
-			e.queue.push(queuedRead{req: r, askedAt: m})
+			e.queue.push(queuedRead{req: r, askedAt: m, gen: e.gen})
 		}
 	}
 }
@@ -571,7 +598,7 @@ func (e *Engine) work() {
 			}
 		}
 		select {
-		case e.results <- readResult{id: q.req.ID, snap: snap, rows: rows, held: held, complete: complete, err: err}:
+		case e.results <- readResult{gen: q.gen, key: q.req.Plan.Key, id: q.req.ID, snap: snap, rows: rows, held: held, complete: complete, err: err}:
 		case <-e.ctx.Done():
 			return
 		}
@@ -583,6 +610,7 @@ func (e *Engine) work() {
 type queuedRead struct {
 	req     ReadRequest
 	askedAt appliedMark
+	gen     uint64 // of the core that asked for it
 }
 
 // readQueue is an unbounded FIFO of reads: the core goroutine pushes
@@ -631,6 +659,14 @@ func (q *readQueue) pop(ctx context.Context) (queuedRead, bool) {
 			return queuedRead{}, false
 		}
 	}
+}
+
+// clear drops every read not taken yet.
+func (q *readQueue) clear() {
+	q.mu.Lock()
+	clear(q.items)
+	q.items = q.items[:0]
+	q.mu.Unlock()
 }
 
 func (q *readQueue) len() int {
