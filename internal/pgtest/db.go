@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/url"
 	"os"
@@ -32,6 +33,12 @@ func Main(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	if fuzzing() {
+		// A fuzz run (go test -fuzz, and each of its worker processes)
+		// runs fuzz targets only, which need no server: starting one per
+		// worker would cost seconds of every bounded fuzz run.
+		return m.Run()
+	}
 	if dsn := os.Getenv(EnvDSN); dsn != "" {
 		baseDSN = dsn
 		return m.Run()
@@ -47,6 +54,16 @@ func run(m *testing.M) int {
 	mu.Unlock()
 	defer c.Stop()
 	return m.Run()
+}
+
+// fuzzing reports whether the test binary runs as a fuzzer or one of its
+// workers (flags -test.fuzz and -test.fuzzworker).
+func fuzzing() bool {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	f, w := flag.Lookup("test.fuzz"), flag.Lookup("test.fuzzworker")
+	return f != nil && f.Value.String() != "" || w != nil && w.Value.String() == "true"
 }
 
 // Shared returns the package's throwaway cluster, or nil when the tests run

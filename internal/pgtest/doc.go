@@ -25,5 +25,9 @@
 //
 // Setting FRESHET_TEST_DSN points every test at an existing server instead;
 // its role must be allowed to create databases (and, for replication tests,
-// have REPLICATION and a logical wal_level).
+// have REPLICATION and a logical wal_level). Tests that need a cluster of
+// their own (other server settings) skip under it, saying why.
+//
+// Under go test -fuzz (the fuzzer and its workers) Main starts no server:
+// fuzz targets need none.
 package pgtest
