@@ -260,6 +260,15 @@ func (c *Core) Ready() Ready { return c.st.ready() }
 // Advance).
 func (c *Core) Position() change.LSN { return c.st.pos }
 
+// Passed is the position every subscriber's result is exact at, once the
+// outputs of Ready are handed out: Position, held back while a view whose
+// subscribers hold a result re-reads it (a window that shrank below what
+// it holds, a TOASTed value it lacks), to just before the commit that made
+// it re-read, until the read lands and its delta is out. A promise that
+// the stream has been passed (a lag frame, an acknowledgement a cache
+// serves by) must not go beyond it.
+func (c *Core) Passed() change.LSN { return c.st.passed() }
+
 // Stats are counters describing a Core.
 type Stats struct {
 	Views        int // views, live or hydrating

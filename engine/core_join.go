@@ -702,7 +702,9 @@ func (s *state) landJoin(v *view) {
 			slices.Sort(d.removed)
 			d.changed = len(d.rows) > 0 || len(d.removed) > 0
 		}
-		s.emit(v, d, s.pos)
+		// At the last commit: the result is exact there (nothing
+		// committed since), and a delta is a commit's.
+		s.emit(v, d, s.applied)
 	} else if v.ordered {
 		v.snapshotShown()
 	}

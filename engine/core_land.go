@@ -250,7 +250,9 @@ func (s *state) landRead(r *read) {
 			d.changed = len(d.rows) > 0 || len(d.removed) > 0
 		}
 		s.releaseResult(v, &old)
-		s.emit(v, d, s.pos)
+		// At the last commit: the result is exact there (nothing
+		// committed since), and a delta is a commit's.
+		s.emit(v, d, s.applied)
 	} else if v.ordered {
 		v.snapshotShown()
 	}

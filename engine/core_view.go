@@ -117,7 +117,11 @@ type view struct {
 	// per transaction
 	dirty     bool
 	touchedAt change.LSN // the last commit touchSubs told touch-mode subscribers of
-	touched   []string   // single-table views: keys touched (repeats allowed)
+	// staleAt is, while the view re-reads its result (viewRefilling), the
+	// commit that made it: what its subscribers hold is exact only before
+	// it (Core.Passed).
+	staleAt change.LSN
+	touched []string // single-table views: keys touched (repeats allowed)
 }
 
 // resultSet is a result: rows by key and, for ordered views, sorted by
@@ -556,9 +560,21 @@ func sameValue(a, b any) bool {
 // result.
 func (s *state) refill(v *view, lsn change.LSN) {
 	v.status = viewRefilling
+	v.staleAt = lsn
 	s.touchSubs(v, lsn)
 	s.refilling = append(s.refilling, v)
 	s.askRead(v)
+}
+
+// passed is the position every subscriber's result is exact at (Passed).
+func (s *state) passed() change.LSN {
+	p := s.pos
+	for _, v := range s.refilling {
+		if v.status == viewRefilling && v.staleAt-1 < p {
+			p = v.staleAt - 1
+		}
+	}
+	return p
 }
 
 // touchRefilling marks dirty, for the transaction being applied, every

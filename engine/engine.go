@@ -135,7 +135,10 @@ type Engine struct {
 
 	// Owned by the core goroutine.
 	sinks    map[SubID]Sink
-	flushing []Flusher // sinks of the batch being handed out
+	flushing []Flusher  // sinks of the batch being handed out
+	acked    change.LSN // the last position acknowledged to the source
+	// recompiling counts the recompile goroutines running.
+	recompiling int
 	// fresh holds, until it is accepted, what each subscription was
 	// compiled from: one refused because its plan met a table's new shape
 	// is compiled again (recompile).
@@ -307,19 +310,23 @@ type EngineStats struct {
 	// CoreResets counts the core's panics, each of which ended every
 	// subscription and started an empty core (engine_recover.go).
 	CoreResets int64
+	// Recompiling counts subscriptions being compiled again after their
+	// first read met a table's new shape (their answer is still to come).
+	Recompiling int
 }
 
 // Stats returns the core's counters and the engine's position.
 func (e *Engine) Stats(ctx context.Context) (EngineStats, error) {
 	var s EngineStats
 	err := e.do(ctx, func() {
-		s = EngineStats{Stats: e.core.Stats(), Position: e.core.Position(), Queued: e.queue.len(), CoreResets: e.resets}
+		s = EngineStats{Stats: e.core.Stats(), Position: e.core.Position(), Queued: e.queue.len(), CoreResets: e.resets, Recompiling: e.recompiling}
 	})
 	return s, err
 }
 
-// Position returns the position the engine has applied: every output of
-// every transaction up to it has been handed to the sinks.
+// Position returns the position the engine has passed: every output of
+// every transaction up to it has been handed to the sinks, and every
+// subscriber's result is exact at it (Core.Passed).
 func (e *Engine) Position() change.LSN { return change.LSN(e.pos.Load()) }
 
 // Done is closed when the engine has stopped (Close, or its stream failed).
@@ -423,6 +430,8 @@ func (e *Engine) run() {
 			e.endAll()
 			return
 		}
+		// Once the step's outputs are handed out (step flushes).
+		e.ack()
 	}
 }
 
@@ -449,25 +458,31 @@ func (e *Engine) apply(ev change.Event) {
 		}
 		e.core.Apply(ev)
 		if ev.Last {
-			e.advanced(ev.CommitLSN)
+			e.applied.advance(e.core.Position())
 		}
 	case *change.Heartbeat:
 		e.core.Advance(ev.LSN)
-		e.advanced(ev.LSN)
+		e.applied.advance(e.core.Position())
 	}
 }
 
-// advanced records that the core has applied everything up to lsn and
-// acknowledges it to the source. The outputs of lsn are handed to the
-// sinks (flush) before the next event is read, and the engine keeps no
-// state that must survive a restart: a restarted engine re-hydrates every
-// subscription from PostgreSQL, so it never needs the stream again from
-// before what it has applied. Acknowledging the applied position lets
-// PostgreSQL recycle WAL as soon as possible.
-func (e *Engine) advanced(lsn change.LSN) {
-	e.applied.advance(e.core.Position())
-	e.pos.Store(uint64(e.core.Position()))
-	e.cfg.Source.Ack(lsn)
+// ack acknowledges to the source, once the outputs of the event just
+// handled are handed to the sinks (flush), the position every
+// subscriber's result is exact at (Core.Passed): a lag frame, which the
+// s2s server sends for a heartbeat once it is acknowledged, then vouches
+// for no answer the engine still owes (a window re-reading the rows it
+// lost). The engine keeps no state that must survive a restart: a
+// restarted engine re-hydrates every subscription from PostgreSQL, so it
+// never needs the stream again from before what it has applied;
+// acknowledging lets PostgreSQL recycle WAL as soon as possible.
+func (e *Engine) ack() {
+	p := e.core.Passed()
+	if p <= e.acked {
+		return
+	}
+	e.acked = p
+	e.pos.Store(uint64(p))
+	e.cfg.Source.Ack(p)
 }
 
 // flush hands the core's outputs to the sinks and its reads to the
@@ -526,6 +541,7 @@ func (e *Engine) recompile(out Output) bool {
 	}
 	f.retries++
 	id := out.Sub
+	e.recompiling++
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
@@ -536,6 +552,7 @@ func (e *Engine) recompile(out Output) bool {
 		}
 		plan, refusal, err := query.Compile(e.ctx, f.sql, f.binds, e.cfg.Query)
 		e.do(e.ctx, func() {
+			e.recompiling--
 			if e.sinks[id] == nil || e.fresh[id] != f {
 				return // unsubscribed meanwhile
 			}

@@ -94,7 +94,11 @@ func newRig(t testing.TB, setup string, cfg Config) *rig {
 	if err != nil {
 		t.Fatalf("open reader: %v", err)
 	}
-	cfg.Source = rd
+	if tap, ok := cfg.Source.(*ackTap); ok {
+		tap.Source = rd
+	} else {
+		cfg.Source = rd
+	}
 	cfg.ReadDSN = db.DSN
 	cfg.Types = rd.Types()
 	if cfg.Logger == nil {
@@ -111,6 +115,23 @@ func newRig(t testing.TB, setup string, cfg Config) *rig {
 		rd.Close()
 	})
 	return &rig{t: t, db: db, conn: conn, reader: rd, e: e}
+}
+
+// ackTap passes the rig's reader through to the engine (give it as
+// Config.Source: newRig fills in Source) and calls onAck with every
+// position the engine acknowledges, on the engine's goroutine: what a lag
+// frame vouches for (s2s.Tap), every output before it handed to the sinks.
+type ackTap struct {
+	Source
+	onAck func(change.LSN)
+}
+
+// Ack implements Source.
+func (a *ackTap) Ack(lsn change.LSN) {
+	if a.onAck != nil {
+		a.onAck(lsn)
+	}
+	a.Source.Ack(lsn)
 }
 
 func quietLogger() *slog.Logger {
@@ -146,8 +167,8 @@ func (r *rig) quiesce(wait time.Duration) {
 		if st.Position < lsn {
 			return fmt.Errorf("engine at %s, PostgreSQL at %s", st.Position, lsn)
 		}
-		if st.PendingReads > 0 || st.Queued > 0 {
-			return fmt.Errorf("%d reads pending, %d queued", st.PendingReads, st.Queued)
+		if st.PendingReads > 0 || st.Queued > 0 || st.Recompiling > 0 {
+			return fmt.Errorf("%d reads pending, %d queued, %d subscriptions compiling again", st.PendingReads, st.Queued, st.Recompiling)
 		}
 		return nil
 	})
