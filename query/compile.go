@@ -87,11 +87,22 @@ func (c *compiler) parse() error {
 	if c.opts.MaxSQLLength > 0 && len(c.sql) > c.opts.MaxSQLLength {
 		return refuse(CodeTooLong, "the SQL text is %d bytes, more than the limit of %d (MaxSQLLength)", len(c.sql), c.opts.MaxSQLLength)
 	}
-	if alt, in, ok := prescreen(c.sql); ok {
-		if c.opts.MaxAlternatives > 0 && alt > int64(c.opts.MaxAlternatives) {
+	if i := strings.IndexByte(c.sql, 0); i >= 0 {
+		// PostgreSQL's parser reads a C string: it would stop at the NUL
+		// and compile only the text before it, another query.
+		r := refuse(CodeNulByte, "the SQL text holds a NUL byte (at byte %d); PostgreSQL's parser would read only the text before it: remove it", i+1)
+		r.Position = i + 1
+		return r
+	}
+	sc := prescreen(c.sql)
+	if sc.nesting > nestingCeiling {
+		return refuse(CodeTooComplex, "the query may nest more than %d levels deep (operators chained in one parenthesis level, like 1+1+...+1 or x::int8::int8..., each count as one), more than PostgreSQL's parser can read safely; write it with fewer operators in a row or fewer levels", nestingCeiling)
+	}
+	if sc.lexed {
+		if c.opts.MaxAlternatives > 0 && sc.alternatives > int64(c.opts.MaxAlternatives) {
 			return refuse(CodeTooComplex, "the WHERE clause has more than %d alternatives in disjunctive normal form (MaxAlternatives)", c.opts.MaxAlternatives)
 		}
-		if c.opts.MaxInValues > 0 && in > int64(c.opts.MaxInValues) {
+		if c.opts.MaxInValues > 0 && sc.inValues > int64(c.opts.MaxInValues) {
 			return refuse(CodeTooManyInValues, "the query lists more than %d IN/NOT IN values (MaxInValues)", c.opts.MaxInValues)
 		}
 	}

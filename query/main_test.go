@@ -10,7 +10,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	if path := os.Getenv(envParseChild); path != "" {
+		os.Exit(parseChild(path))
+	}
+	pgtest.Main(m)
+}
 
 // testDB creates a database holding testdata/schema.sql and returns a
 // connection to it and a catalog reading it.

@@ -10,6 +10,7 @@ type Code string
 const (
 	CodeSyntax          Code = "syntax"          // PostgreSQL's parser rejects the text
 	CodeTooLong         Code = "too_long"        // the SQL text is longer than MaxSQLLength
+	CodeNulByte         Code = "nul_byte"        // the SQL text holds a NUL byte
 	CodeMultiple        Code = "multiple"        // more than one statement
 	CodeNotSelect       Code = "not_select"      // INSERT, UPDATE, DDL, ...
 	CodeCTE             Code = "cte"             // WITH
@@ -42,7 +43,7 @@ const (
 	CodeLimit           Code = "limit"           // a LIMIT/OFFSET that is not a constant or a bind, or negative
 	CodeTargetList      Code = "target_list"     // an output item that is not a column, *, t.* or COUNT(*)
 	CodeBind            Code = "bind"            // a bind that is missing, of an unknown type, or malformed
-	CodeTooComplex      Code = "too_complex"     // more filter alternatives than MaxAlternatives, or too deep
+	CodeTooComplex      Code = "too_complex"     // more filter alternatives than MaxAlternatives, or nested too deep
 	CodeTooManyInValues Code = "too_many_in_values"
 )
 
