@@ -49,7 +49,9 @@ type CoreOptions struct {
 	WindowMargin int
 	// ReadRowLimit is copied into every ReadRequest: a read that returns
 	// more rows refuses its subscriptions (the runtime reports it with an
-	// error wrapping ErrRowLimit). Negative lifts it.
+	// error wrapping ErrRowLimit). It also bounds a join view: the joined
+	// rows it holds, and those it examines in one landing or one
+	// transaction; past either it ends CodeRowLimit. Negative lifts it.
 	ReadRowLimit int
 	// Types resolves type OIDs the change format does not know built in
 	// (enums, domains, arrays of them). May be nil.

@@ -231,15 +231,27 @@ func nullKey(vs *viewSource) string {
 }
 
 // enumerate returns the result rows of one root row.
-func (v *view) enumerate(rootKey string, root *heldRow) []*entry {
+// budget, when not nil, counts down the joined rows examined (each
+// partial row of the walk, and each whole one): past 0 the walk stops and
+// ok is false.
+func (v *view) enumerate(rootKey string, root *heldRow, budget *int) (_ []*entry, ok bool) {
 	n := len(v.srcs)
 	rows := make([]*heldRow, n)
 	q := make(query.Row, n)
 	keys := make([]string, n)
 	rows[0], q[0], keys[0] = root, srcVals(v.srcs[0], root.values()), rootKey
 	var out []*entry
+	over := false
 	var rec func(i int)
 	rec = func(i int) {
+		if budget != nil {
+			if *budget--; *budget < 0 {
+				over = true
+			}
+		}
+		if over {
+			return
+		}
 		if i == n {
 			if v.plan.Eval(q) == query.True {
 				out = append(out, &entry{key: strings.Join(keys, ""), ext: &entryExt{entered: slices.Clone(q),
@@ -266,7 +278,36 @@ func (v *view) enumerate(rootKey string, root *heldRow) []*entry {
 		rows[i], q[i], keys[i] = nil, nil, ""
 	}
 	rec(1)
-	return out
+	return out, !over
+}
+
+// joinBudget is the joined rows one view may examine in one landing or one
+// transaction, and hold: the read row limit (0: no limit). A join's
+// result is not read from PostgreSQL but enumerated by the core from its
+// sources, each read under the row limit, and can be their product (four
+// sources of 2,000 rows sharing a few values make 128 million): bounding
+// it by the limit keeps one view from holding the core goroutine, and so
+// every other view, for seconds, and its memory from growing past what a
+// read of that many rows would take.
+func (s *state) joinBudget() *int {
+	if s.opts.ReadRowLimit <= 0 {
+		return nil
+	}
+	b := s.opts.ReadRowLimit
+	return &b
+}
+
+// overJoinBudget ends a join view that examined more joined rows than its
+// budget allows, or holds more than the row limit: row_limit, not
+// retryable (the same query over the same rows would again).
+func (s *state) overJoinBudget(v *view) {
+	s.endView(v, CodeRowLimit, fmt.Sprintf("the join's result takes more than the row limit of %d joined rows to build or hold (each source's read was within it): narrow the query, or raise the row limit", s.opts.ReadRowLimit), false)
+}
+
+// overJoinLimit reports whether a join view holds more rows than the row
+// limit.
+func (s *state) overJoinLimit(v *view) bool {
+	return s.opts.ReadRowLimit > 0 && v.countN() > int64(s.opts.ReadRowLimit)
 }
 
 // rootsOf adds to roots the root keys a row of source i with these
@@ -412,6 +453,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 	// Then the results of every root they can reach.
 	before := v.countN()
 	var d delta
+	budget := s.joinBudget()
 	for _, rk := range slices.Sorted(maps.Keys(roots)) {
 		olds := js.byRoot[rk]
 		oldByKey := make(map[string]*entry, len(olds))
@@ -421,7 +463,11 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 		}
 		var news []*entry
 		if root := v.srcs[0].rows[rk]; root != nil {
-			news = v.enumerate(rk, root)
+			var ok bool
+			if news, ok = v.enumerate(rk, root, budget); !ok {
+				s.overJoinBudget(v)
+				return
+			}
 		}
 		newKeys := make(map[string]bool, len(news))
 		for _, e := range news {
@@ -441,6 +487,10 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 				}
 			}
 		}
+	}
+	if s.overJoinLimit(v) {
+		s.overJoinBudget(v)
+		return
 	}
 	switch {
 	case v.plan.Count:
@@ -671,10 +721,20 @@ func (s *state) landJoin(v *view) {
 			v.hold(vs, k, h)
 		}
 	}
+	budget := s.joinBudget()
 	for _, rk := range slices.Sorted(maps.Keys(v.srcs[0].rows)) {
-		for _, e := range v.enumerate(rk, v.srcs[0].rows[rk]) {
+		es, ok := v.enumerate(rk, v.srcs[0].rows[rk], budget)
+		if !ok {
+			s.overJoinBudget(v)
+			return
+		}
+		for _, e := range es {
 			v.addEntry(rk, e)
 		}
+	}
+	if s.overJoinLimit(v) {
+		s.overJoinBudget(v)
+		return
 	}
 	wasRefilling := v.status == viewRefilling
 	v.status = viewLive
