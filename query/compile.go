@@ -30,6 +30,8 @@ type compiler struct {
 	maxParam  int
 	inCount   int // bound array elements counted against MaxInValues
 
+	work int // units of work done, for tick
+
 	pendingJoins []pendingJoinKey
 	outRefs      []*colRef // per output column; nil for count
 	orderRefs    []*colRef // per ORDER BY key
@@ -84,6 +86,9 @@ func Parse(sql string, opts Options) *Refusal {
 }
 
 func (c *compiler) parse() error {
+	if err := c.ctxErr(); err != nil {
+		return err
+	}
 	if c.opts.MaxSQLLength > 0 && len(c.sql) > c.opts.MaxSQLLength {
 		return refuse(CodeTooLong, "the SQL text is %d bytes, more than the limit of %d (MaxSQLLength)", len(c.sql), c.opts.MaxSQLLength)
 	}
@@ -106,7 +111,13 @@ func (c *compiler) parse() error {
 			return refuse(CodeTooManyInValues, "the query lists more than %d IN/NOT IN values (MaxInValues)", c.opts.MaxInValues)
 		}
 	}
-	tree, err := pg.Parse(c.sql)
+	if err := c.ctxErr(); err != nil {
+		return err
+	}
+	tree, err := cgoCall(c.ctx, len(c.sql), func() (*pg.ParseResult, error) { return pg.Parse(c.sql) })
+	if err := c.ctxErr(); err != nil {
+		return err
+	}
 	if err != nil {
 		return refuse(CodeSyntax, "PostgreSQL cannot parse the query: %v", err)
 	}
@@ -364,6 +375,9 @@ func (c *compiler) compile() (*Plan, error) {
 	if err := c.limits(p); err != nil {
 		return nil, err
 	}
+	if err := c.ctxErr(); err != nil {
+		return nil, err
+	}
 	if c.maxParam != len(c.binds) {
 		if c.maxParam > len(c.binds) {
 			return nil, &Refusal{Code: CodeBind, Param: c.maxParam,
@@ -377,13 +391,16 @@ func (c *compiler) compile() (*Plan, error) {
 				Message: fmt.Sprintf("$%d is not used by the query, so its type cannot be known", i+1)}
 		}
 	}
-	c.finish(p)
+	if err := c.finish(p); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
 // finish lays out each source's needed columns, fills in column indexes,
-// derives routing constraints and the normalized form.
-func (c *compiler) finish(p *Plan) {
+// derives routing constraints and the normalized form. It fails only when
+// the context ends.
+func (c *compiler) finish(p *Plan) error {
 	for i, s := range c.sources {
 		used := c.used[i]
 		pos := make(map[int]int)
@@ -417,7 +434,18 @@ func (c *compiler) finish(p *Plan) {
 	p.Params = c.params
 	p.ParamOIDs = c.paramOIDs
 	c.constraints(p)
-	normalized, _ := pg.Deparse(c.tree)
+	if err := c.ctxErr(); err != nil {
+		return err
+	}
+	normalized, err := cgoCall(c.ctx, len(c.sql), func() (string, error) { return pg.Deparse(c.tree) })
+	if err := c.ctxErr(); err != nil {
+		return err
+	}
+	if err != nil {
+		// The deparser prints every tree the parser builds; failing to is
+		// a bug in it, and the plan could not be rendered.
+		return fmt.Errorf("compile query: deparse: %w", err)
+	}
 	var key strings.Builder
 	key.WriteString(normalized)
 	var kb []byte
@@ -452,6 +480,7 @@ func (c *compiler) finish(p *Plan) {
 	p.Key = key.String()
 	// Normalized shares Key's bytes (Key begins with it).
 	p.Normalized = p.Key[:len(normalized)]
+	return nil
 }
 
 // layout returns the columns of t at the catalog indexes order. When

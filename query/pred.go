@@ -447,6 +447,9 @@ func numericToInt(n change.Numeric) (int64, bool) {
 
 // operand compiles one side of a comparison: a column or a constant.
 func (c *compiler) operand(n *pg.Node) (topnd, error) {
+	if err := c.tick(); err != nil {
+		return topnd{}, err
+	}
 	if cr := n.GetColumnRef(); cr != nil {
 		src, cat, star, err := c.resolveColumn(cr)
 		if err != nil {
@@ -601,6 +604,9 @@ func (c *compiler) comparePairIn(l, r *topnd, op cmpOp, loc int32, force family)
 
 // pred compiles a predicate.
 func (c *compiler) pred(n *pg.Node) (*expr, error) {
+	if err := c.tick(); err != nil {
+		return nil, err
+	}
 	switch x := n.Node.(type) {
 	case *pg.Node_BoolExpr:
 		b := x.BoolExpr
