@@ -666,23 +666,15 @@ func (s *state) landJoin(v *view) {
 			if i >= len(row) || row[i] == nil {
 				continue
 			}
-			vals := make([]any, len(tb.cols))
-			for j := range vals {
-				vals[j] = unloaded{}
-			}
-			for j, slot := range vs.col {
-				if j < len(row[i]) {
-					vals[slot] = row[i][j]
-				}
-			}
+			vals := vs.layoutRow(row[i])
 			if k, ok := tb.keyOf(vals); ok {
 				if match, _ := predMatch(js.preds[i], vals); match {
 					m[k] = vals
 				}
 			}
 		}
-		ok := s.replay(r.logStart, r.snap, func(ch *change.Change) bool {
-			return s.replaySource(vs, js.preds[i], m, ch)
+		ok := s.replayTable(r, tb, func(k string) []any { return m[k] }, func() { clear(m) }, func(oldKey, newKey string, newVals []any) bool {
+			return replaySource(vs, js.preds[i], m, oldKey, newKey, newVals)
 		})
 		if !ok {
 			s.askRead(v)
@@ -692,6 +684,7 @@ func (s *state) landJoin(v *view) {
 	}
 	// Swap in: release the old rows and result.
 	old := v.resultSet
+	wasRefilling := v.status == viewRefilling
 	for i, vs := range v.srcs {
 		for k, h := range vs.rows {
 			s.release(vs.t, k, h, vs)
@@ -736,84 +729,25 @@ func (s *state) landJoin(v *view) {
 		s.overJoinBudget(v)
 		return
 	}
-	wasRefilling := v.status == viewRefilling
-	v.status = viewLive
-	if wasRefilling {
-		var d delta
-		switch {
-		case v.plan.Count:
-			d.count = v.countN()
-			d.changed = d.count != old.countN()
-		case v.ordered:
-			d = v.diffShown()
-		default:
-			for k, e := range v.result {
-				oe := old.result[k]
-				if oe == nil || !sameValues(v.plan.Project(oe.enteredRow()), v.plan.Project(e.enteredRow())) {
-					d.rows = append(d.rows, v.resultRow(e))
-				}
-			}
-			for k := range old.result {
-				if v.result[k] == nil {
-					d.removed = append(d.removed, Key(k))
-				}
-			}
-			slices.SortFunc(d.rows, func(a, b ResultRow) int { return cmpStr(string(a.Key), string(b.Key)) })
-			slices.Sort(d.removed)
-			d.changed = len(d.rows) > 0 || len(d.removed) > 0
-		}
-		// At the last commit: the result is exact there (nothing
-		// committed since), and a delta is a commit's.
-		s.emit(v, d, s.applied)
-	} else if v.ordered {
-		v.snapshotShown()
-	}
-	for _, sb := range v.subs {
-		if !sb.accepted {
-			sb.accepted = true
-			s.out.Outputs = append(s.out.Outputs, v.accepted(sb, s.pos))
-		}
-	}
+	s.goLive(v, &old, wasRefilling)
 }
 
-// replaySource applies a logged change to a source's private rows; false
-// when a needed value is unknown.
-func (s *state) replaySource(vs *viewSource, preds []srcPred, m map[string][]any, ch *change.Change) bool {
-	tb := vs.t
-	switch ch.Op {
-	case change.OpTruncate:
-		if ch.Truncate != nil {
-			for _, rel := range ch.Truncate.Rels {
-				if rel.OID == tb.oid {
-					clear(m)
-				}
-			}
-		}
-		return true
-	case change.OpInsert, change.OpUpdate, change.OpDelete:
-	default:
-		return true
-	}
-	if ch.Rel == nil || ch.Rel.OID != tb.oid {
-		return true
-	}
-	oldKey, newKey, nv, ok := s.replayRow(tb, ch, func(k string) []any { return m[k] })
-	if !ok {
-		return false
-	}
+// replaySource applies a replayed row change (replayTable) to a join
+// source's read rows m; false when a needed value is unknown.
+func replaySource(vs *viewSource, preds []srcPred, m map[string][]any, oldKey, newKey string, newVals []any) bool {
 	delete(m, oldKey)
-	if ch.Op == change.OpDelete {
+	if newVals == nil {
 		return true
 	}
-	match, known := predMatch(preds, nv)
+	match, known := predMatch(preds, newVals)
 	if !known {
 		return false
 	}
 	if match {
-		if !loaded(query.Row{srcVals(vs, nv)}) {
+		if !loaded(query.Row{srcVals(vs, newVals)}) {
 			return false
 		}
-		m[newKey] = nv
+		m[newKey] = newVals
 	}
 	return true
 }

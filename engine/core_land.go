@@ -134,15 +134,7 @@ func (s *state) landRead(r *read) {
 		if len(row) == 0 || row[0] == nil {
 			continue
 		}
-		vals := make([]any, len(tb.cols))
-		for i := range vals {
-			vals[i] = unloaded{}
-		}
-		for j, slot := range vs.col {
-			if j < len(row[0]) {
-				vals[slot] = row[0][j]
-			}
-		}
+		vals := vs.layoutRow(row[0])
 		if k, ok := tb.keyOf(vals); ok {
 			add(k, tb.encode(vals))
 		}
@@ -167,32 +159,12 @@ func (s *state) landRead(r *read) {
 	if !rs.complete && len(rs.list) > 0 {
 		rs.bound = rs.list[len(rs.list)-1].enteredRow()
 	}
-	ok := s.replay(r.logStart, r.snap, func(ch *change.Change) bool {
-		switch ch.Op {
-		case change.OpTruncate:
-			if ch.Truncate == nil {
-				return true
-			}
-			for _, rel := range ch.Truncate.Rels {
-				if rel.OID == tb.oid {
-					clear(readRows)
-					rs.result = make(map[string]*entry)
-					rs.list = nil
-					rs.complete, rs.bound = true, nil
-				}
-			}
-			return true
-		case change.OpInsert, change.OpUpdate, change.OpDelete:
-		default:
-			return true
-		}
-		if ch.Rel == nil || ch.Rel.OID != tb.oid {
-			return true
-		}
-		oldKey, newKey, newVals, kok := s.replayRow(tb, ch, func(k string) []any { return readRows[k].values() })
-		if !kok {
-			return false
-		}
+	ok := s.replayTable(r, tb, func(k string) []any { return readRows[k].values() }, func() {
+		clear(readRows)
+		rs.result = make(map[string]*entry)
+		rs.list = nil
+		rs.complete, rs.bound = true, nil
+	}, func(oldKey, newKey string, newVals []any) bool {
 		if oldKey != "" {
 			delete(readRows, oldKey)
 			rs.remove(oldKey)
@@ -222,34 +194,22 @@ func (s *state) landRead(r *read) {
 		return
 	}
 	old := v.resultSet
-	oldStatus := v.status
+	wasRefilling := v.status == viewRefilling
 	s.intern(v, &rs)
 	v.resultSet = rs
 	v.read = nil
+	s.goLive(v, &old, wasRefilling)
+}
+
+// goLive makes a view whose read landed live: a view that was refilling
+// or re-hydrating sends its subscribers what changed since the result
+// they hold (old), a view hydrating for the first time records what
+// they will be shown; then every subscriber not yet accepted is.
+func (s *state) goLive(v *view, old *resultSet, wasRefilling bool) {
 	v.status = viewLive
-	if oldStatus == viewRefilling {
-		var d delta
-		switch {
-		case v.plan.Count:
-			d.count = v.countN()
-			d.changed = d.count != old.countN()
-		case v.ordered:
-			d = v.diffShown()
-		default:
-			// The rows subscribers hold may have changed since (they are
-			// shared): send every row again, and the removals.
-			for _, e := range v.entries() {
-				d.rows = append(d.rows, v.resultRow(e))
-			}
-			for k := range old.result {
-				if v.result[k] == nil {
-					d.removed = append(d.removed, Key(k))
-				}
-			}
-			slices.Sort(d.removed)
-			d.changed = len(d.rows) > 0 || len(d.removed) > 0
-		}
-		s.releaseResult(v, &old)
+	if wasRefilling {
+		d := v.landedDelta(old)
+		s.releaseResult(v, old)
 		// At the last commit: the result is exact there (nothing
 		// committed since), and a delta is a commit's.
 		s.emit(v, d, s.applied)
@@ -262,4 +222,87 @@ func (s *state) landRead(r *read) {
 			s.out.Outputs = append(s.out.Outputs, v.accepted(sb, s.pos))
 		}
 	}
+}
+
+// landedDelta is what a refilled or re-hydrated view's subscribers are
+// told: how its result differs from old, the result before the read.
+func (v *view) landedDelta(old *resultSet) delta {
+	var d delta
+	switch {
+	case v.plan.Count:
+		d.count = v.countN()
+		d.changed = d.count != old.countN()
+		return d
+	case v.ordered:
+		return v.diffShown()
+	}
+	// A join's entries keep the row they entered the result with, so an
+	// unchanged row is left out; a single-table view's entries are the
+	// shared held rows, which the transactions since its read changed in
+	// place: every row is sent again.
+	for _, e := range v.entries() {
+		if oe := old.result[e.key]; v.isJoin() && oe != nil && sameValues(v.plan.Project(oe.enteredRow()), v.plan.Project(e.enteredRow())) {
+			continue
+		}
+		d.rows = append(d.rows, v.resultRow(e))
+	}
+	for k := range old.result {
+		if v.result[k] == nil {
+			d.removed = append(d.removed, Key(k))
+		}
+	}
+	slices.Sort(d.removed)
+	d.changed = len(d.rows) > 0 || len(d.removed) > 0
+	return d
+}
+
+// replayTable brings a read of tb to the core's position: it replays the
+// logged changes of tb that the read's snapshot does not contain, calling
+// truncated for a TRUNCATE of tb and changed for a row change (the old
+// row's key, "" when the change carries none; the new row's key and values
+// for an insert or update, newVals nil for a delete). readRow returns the
+// read's row of a key as replayed so far (values the change did not send
+// are filled from it). It returns false when a change's new key is
+// unknown or changed returns false: the read must be asked again.
+func (s *state) replayTable(r *read, tb *table, readRow func(key string) []any, truncated func(), changed func(oldKey, newKey string, newVals []any) bool) bool {
+	return s.replay(r.logStart, r.snap, func(ch *change.Change) bool {
+		switch ch.Op {
+		case change.OpTruncate:
+			if ch.Truncate == nil {
+				return true
+			}
+			for _, rel := range ch.Truncate.Rels {
+				if rel.OID == tb.oid {
+					truncated()
+				}
+			}
+			return true
+		case change.OpInsert, change.OpUpdate, change.OpDelete:
+		default:
+			return true
+		}
+		if ch.Rel == nil || ch.Rel.OID != tb.oid {
+			return true
+		}
+		oldKey, newKey, newVals, ok := s.replayRow(tb, ch, readRow)
+		if !ok {
+			return false
+		}
+		return changed(oldKey, newKey, newVals)
+	})
+}
+
+// layoutRow places a read's row of vs (values in the source's column
+// order) in its table's layout, the other slots unloaded.
+func (vs *viewSource) layoutRow(row []any) []any {
+	vals := make([]any, len(vs.t.cols))
+	for i := range vals {
+		vals[i] = unloaded{}
+	}
+	for j, slot := range vs.col {
+		if j < len(row) {
+			vals[slot] = row[j]
+		}
+	}
+	return vals
 }
