@@ -99,6 +99,14 @@ type Config struct {
 	// acknowledged position when the server asks for nothing sooner;
 	// 0 = 10s.
 	StatusInterval time.Duration
+	// AckedOnly keeps the slot's confirmed position at what the consumer
+	// acknowledged: without it an idle slot moves on to the server's WAL
+	// end when everything delivered is acknowledged. A consumer that must
+	// tell, after a restart, whether the slot moved past something it
+	// never handled (freshet relay, comparing the slot with its bus) sets
+	// it, and keeps heartbeats on so its acknowledgements keep the slot
+	// from pinning WAL.
+	AckedOnly bool
 
 	Logger  *slog.Logger   // nil = slog.Default()
 	Decoder DecoderOptions // fragment sizes, memory limit, spill dir; ProtoVersion, Binary, HeartbeatPrefix and Types are set by the Reader
@@ -603,7 +611,7 @@ func countChanges(cs []change.Change) int {
 // record may start exactly at that end, and it must still be sent again
 // after a restart).
 func (r *Reader) flushPosLocked() change.LSN {
-	if r.inflight == 0 && r.quiet && r.txnOut <= r.acked && r.kaEnd > 0 && r.kaEnd-1 > r.flushed {
+	if !r.cfg.AckedOnly && r.inflight == 0 && r.quiet && r.txnOut <= r.acked && r.kaEnd > 0 && r.kaEnd-1 > r.flushed {
 		r.flushed = r.kaEnd - 1
 	}
 	return r.flushed

@@ -129,3 +129,25 @@ func (c *typeCache) close() {
 		c.conn = nil
 	}
 }
+
+// TypeResolver is a change.TypeResolver reading pg_type on a connection
+// of its own, opened on first use: what a consumer that does not hold a
+// Reader (a bus-fed engine) gives the engine and the s2s server.
+type TypeResolver struct{ c *typeCache }
+
+var _ change.TypeResolver = (*TypeResolver)(nil)
+
+// NewTypeResolver returns a resolver for the database at dsn (an ordinary
+// connection string). Close it when done.
+func NewTypeResolver(dsn string, log *slog.Logger) *TypeResolver {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &TypeResolver{c: newTypeCache(dsn, log)}
+}
+
+// Type implements change.TypeResolver.
+func (r *TypeResolver) Type(oid uint32) (change.Type, bool) { return r.c.Type(oid) }
+
+// Close closes the resolver's connection; later look-ups find nothing.
+func (r *TypeResolver) Close() { r.c.close() }

@@ -30,8 +30,8 @@ type entry struct {
 	key    string
 	sql    string
 	params []wire.Param
-	sock   *socket
-	born   int64 // Cache.Now when made
+	sock   atomic.Pointer[socket] // moves when its engine dies (rebalance)
+	born   int64                  // Cache.Now when made
 
 	state   atomic.Int32
 	res     atomic.Pointer[Result]
@@ -41,7 +41,8 @@ type entry struct {
 	keepFor atomic.Int64 // refused entries: how long to remember
 
 	// guarded by sock.mu
-	id string // current subscription id on sock ("" when none)
+	id     string // current subscription id on sock ("" when none)
+	minLSN uint64 // the min_lsn its subscription asked for
 	// refusal is set before state turns refused.
 	refusal atomic.Pointer[wire.Refused]
 }
@@ -77,9 +78,11 @@ var ErrMismatch = errors.New("freshet follows another database")
 type Cache struct {
 	cfg   Config
 	log   *slog.Logger
-	url   string
 	seed  maphash.Seed
-	socks []*socket
+	nodes []*node       // one per engine (FRESHET_URL's list)
+	socks []*socket     // every node's
+	floor atomic.Uint64 // the newest position seen on any engine
+	moved atomic.Int64  // keys moved off a dead engine or onto a new one
 
 	entries *otter.Cache[string, *entry]
 	clock   *otter.CoarseClock
@@ -117,7 +120,7 @@ func Open(cfg Config) (*Cache, error) {
 	if cfg.URL == "" {
 		return c, nil
 	}
-	c.url, _ = endpoint(cfg.URL)
+	urls, _ := endpoints(cfg.URL)
 	c.clock = otter.NewCoarseClock(time.Millisecond)
 	c.entries = otter.Must(&otter.Options[string, *entry]{
 		Clock:            c.clock,
@@ -126,11 +129,20 @@ func Open(cfg Config) (*Cache, error) {
 		ExpiryCalculator: expiry{c},
 		OnDeletion:       c.onDeletion,
 	})
-	for i := 0; i < cfg.Sockets; i++ {
-		s := newSocket(c, i)
-		c.socks = append(c.socks, s)
+	for _, u := range urls {
+		n := &node{url: u, i: len(c.nodes), id: hrwID(u)}
+		c.nodes = append(c.nodes, n)
+		for i := 0; i < cfg.Sockets; i++ {
+			s := newSocket(c, len(c.socks), n)
+			n.socks = append(n.socks, s)
+			c.socks = append(c.socks, s)
+			c.wg.Add(1)
+			go func() { defer c.wg.Done(); s.run() }()
+		}
+	}
+	if len(c.nodes) > 1 {
 		c.wg.Add(1)
-		go func() { defer c.wg.Done(); s.run() }()
+		go func() { defer c.wg.Done(); c.rebalanceLoop() }()
 	}
 	return c, nil
 }
@@ -253,8 +265,13 @@ func (c *Cache) check(h *wire.Hello) (known bool, err error) {
 	return true, nil
 }
 
+// sockFor returns the socket a new key goes to: one of its home engine's.
 func (c *Cache) sockFor(key string) *socket {
-	return c.socks[maphash.String(c.seed, key)%uint64(len(c.socks))]
+	n := c.nodes[0]
+	if len(c.nodes) > 1 {
+		n = c.home(key, c.aliveSet(c.Now()))
+	}
+	return n.socks[maphash.String(c.seed, key)%uint64(len(n.socks))]
 }
 
 // Bypass counts a read sent to PostgreSQL for reason r by the caller
@@ -287,8 +304,8 @@ func (c *Cache) ReadKey(ctx context.Context, key []byte) (*Result, Reason) {
 	if e, ok := c.entries.GetIfPresent(unsafe.String(&key[0], len(key))); ok {
 		switch e.state.Load() {
 		case stateLive:
-			if !e.sock.fresh(c.Now()) {
-				return nil, c.Bypass(e.sock.why())
+			if s := e.sock.Load(); !s.fresh(c.Now()) {
+				return nil, c.Bypass(s.why())
 			}
 			c.n.hits.Add(1)
 			return e.res.Load(), ReasonNone
@@ -314,7 +331,8 @@ func (c *Cache) ReadKey(ctx context.Context, key []byte) (*Result, Reason) {
 	if c.subN.Load() >= int64(c.cfg.MaxSubscriptions) {
 		return nil, c.Bypass(ReasonLimit)
 	}
-	e := &entry{key: k, sql: sql, params: params, sock: s, born: now, verdict: make(chan struct{})}
+	e := &entry{key: k, sql: sql, params: params, born: now, verdict: make(chan struct{})}
+	e.sock.Store(s)
 	e.sentAt.Store(time.Now().UnixNano()) // before it is visible: a second reader waits from here
 	if got, added := c.entries.SetIfAbsent(k, e); !added {
 		return c.wait(ctx, got)
@@ -371,8 +389,8 @@ func (c *Cache) wait(ctx context.Context, e *entry) (*Result, Reason) {
 	}
 	switch e.state.Load() {
 	case stateLive:
-		if !e.sock.fresh(c.Now()) {
-			return nil, c.Bypass(e.sock.why())
+		if s := e.sock.Load(); !s.fresh(c.Now()) {
+			return nil, c.Bypass(s.why())
 		}
 		c.n.misses.Add(1)
 		return e.res.Load(), ReasonNone
@@ -400,7 +418,14 @@ func (c *Cache) onDeletion(ev otter.DeletionEvent[string, *entry]) {
 		c.subN.Add(-1)
 	}
 	e.decide()
-	e.sock.drop(e)
+	for {
+		// A move may swap the socket while it is being dropped from.
+		s := e.sock.Load()
+		s.drop(e)
+		if e.sock.Load() == s {
+			return
+		}
+	}
 }
 
 // reweigh tells otter e's size changed, if e is still the key's entry (an

@@ -25,6 +25,7 @@ const (
 	DefaultMaxSubscriptions = 10_000
 	DefaultMinBackoff       = 100 * time.Millisecond
 	DefaultMaxBackoff       = 5 * time.Second
+	DefaultDeadAfter        = 3 * time.Second
 )
 
 // Config configures a Cache. Start from DefaultConfig (or ConfigFromEnv):
@@ -32,7 +33,10 @@ const (
 type Config struct {
 	// URL is the s2s endpoint of `freshet serve`, ws://host:port/s2s/v1 (a
 	// URL with no path gets /s2s/v1). Empty: no cache, every read goes to
-	// PostgreSQL.
+	// PostgreSQL. Several engines following one database (replicas fed by
+	// one `freshet relay`, docs/scale-out.md) are listed separated by
+	// commas: each key goes to one of them by rendezvous hashing, the same
+	// in every process, so identical queries share one view.
 	URL string
 	// Token is sent as "Authorization: Bearer <token>" when set.
 	Token string
@@ -64,6 +68,11 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the wait between reconnects.
 	MinBackoff time.Duration
 	MaxBackoff time.Duration
+	// DeadAfter: with several engines, one that has sent no hello or lag
+	// frame for this long is dead and its keys move to their next engine
+	// (only its keys). A lagging engine still sending lag frames keeps
+	// its keys; its reads go to PostgreSQL while it lags (MaxLag).
+	DeadAfter time.Duration
 	// Route is the default route of the pools opened with this Config
 	// (RouteDefault: the process default, see SetDefaultRoute).
 	Route Route
@@ -87,13 +96,15 @@ func DefaultConfig() Config {
 		MaxSubscriptions: DefaultMaxSubscriptions,
 		MinBackoff:       DefaultMinBackoff,
 		MaxBackoff:       DefaultMaxBackoff,
+		DeadAfter:        DefaultDeadAfter,
 	}
 }
 
 // ConfigFromEnv returns DefaultConfig with the FRESHET_* environment
 // variables applied: FRESHET_URL, FRESHET_TOKEN, FRESHET_SOCKETS,
 // FRESHET_VERDICT_TIMEOUT_MS, FRESHET_MAX_LAG_MS,
-// FRESHET_READ_YOUR_WRITES_MS, FRESHET_CACHE_BYTES. A malformed number is an
+// FRESHET_READ_YOUR_WRITES_MS, FRESHET_CACHE_BYTES, FRESHET_DEAD_AFTER_MS.
+// A malformed number is an
 // error naming the variable.
 func ConfigFromEnv() (Config, error) {
 	c := DefaultConfig()
@@ -134,6 +145,7 @@ func ConfigFromEnv() (Config, error) {
 		{"FRESHET_VERDICT_TIMEOUT_MS", &c.VerdictTimeout},
 		{"FRESHET_MAX_LAG_MS", &c.MaxLag},
 		{"FRESHET_READ_YOUR_WRITES_MS", &c.ReadYourWrites},
+		{"FRESHET_DEAD_AFTER_MS", &c.DeadAfter},
 	} {
 		if err := ms(v.name, v.dst); err != nil {
 			return c, err
@@ -148,7 +160,7 @@ func (c Config) Validate() error {
 	case c.Sockets < 1:
 		return fmt.Errorf("read cache config: Sockets %d: want at least 1", c.Sockets)
 	case c.VerdictTimeout <= 0, c.MaxLag <= 0, c.IdleTimeout <= 0, c.TTL <= 0, c.RefusedFor <= 0, c.RetryRefusedFor <= 0,
-		c.MinBackoff <= 0, c.MaxBackoff < c.MinBackoff:
+		c.MinBackoff <= 0, c.MaxBackoff < c.MinBackoff, c.DeadAfter <= 0:
 		return errors.New("read cache config: durations must be positive (start from readcache.DefaultConfig)")
 	case c.ReadYourWrites < 0:
 		return errors.New("read cache config: ReadYourWrites must be 0 (off) or positive")
@@ -158,11 +170,35 @@ func (c Config) Validate() error {
 		return fmt.Errorf("read cache config: MaxSubscriptions %d: want at least 1", c.MaxSubscriptions)
 	}
 	if c.URL != "" {
-		if _, err := endpoint(c.URL); err != nil {
+		if _, err := endpoints(c.URL); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// endpoints turns the configured URL list into the engines' endpoints.
+func endpoints(s string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, one := range strings.Split(s, ",") {
+		if one = strings.TrimSpace(one); one == "" {
+			continue
+		}
+		u, err := endpoint(one)
+		if err != nil {
+			return nil, err
+		}
+		if seen[u] {
+			return nil, fmt.Errorf("read cache config: FRESHET_URL lists %s twice", u)
+		}
+		seen[u] = true
+		out = append(out, u)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("read cache config: FRESHET_URL %q names no engine", s)
+	}
+	return out, nil
 }
 
 // endpoint turns the configured URL into the s2s endpoint's URL.

@@ -24,8 +24,14 @@ var errDisabled = errors.New("read cache disabled")
 // socket is one WebSocket to the engine and the keys spread onto it. It
 // reconnects with backoff and resubscribes what it holds.
 type socket struct {
-	c *Cache
-	i int
+	c    *Cache
+	i    int
+	url  string
+	node *node
+
+	// seenAt is when the engine last showed it is alive (a hello or a lag
+	// frame; unix nanos, Cache.Now): what moves keys off a dead engine.
+	seenAt atomic.Int64
 
 	up    atomic.Bool  // connected, hello checked
 	lagMS atomic.Int64 // last reported lag; -1 unknown
@@ -45,8 +51,8 @@ type socket struct {
 	lastErrAt time.Time
 }
 
-func newSocket(c *Cache, i int) *socket {
-	s := &socket{c: c, i: i, subs: map[string]*entry{}, held: map[*entry]struct{}{}, wake: make(chan struct{}, 1)}
+func newSocket(c *Cache, i int, n *node) *socket {
+	s := &socket{c: c, i: i, url: n.url, node: n, subs: map[string]*entry{}, held: map[*entry]struct{}{}, wake: make(chan struct{}, 1)}
 	s.lagMS.Store(-1)
 	return s
 }
@@ -147,10 +153,10 @@ func (s *socket) session(ctx context.Context) error {
 		hdr.Set("Authorization", "Bearer "+s.c.cfg.Token)
 	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	ws, resp, err := websocket.Dial(dctx, s.c.url, &websocket.DialOptions{HTTPHeader: hdr})
+	ws, resp, err := websocket.Dial(dctx, s.url, &websocket.DialOptions{HTTPHeader: hdr})
 	cancel()
 	if err != nil {
-		return connectError(s.c.url, resp, err)
+		return connectError(s.url, resp, err)
 	}
 	defer ws.CloseNow()
 	ws.SetReadLimit(maxReadBytes)
@@ -158,18 +164,19 @@ func (s *socket) session(ctx context.Context) error {
 	f, err := readFrame(hctx, ws)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("read hello from %s: %w", s.c.url, err)
+		return fmt.Errorf("read hello from %s: %w", s.url, err)
 	}
 	h, ok := f.(*wire.Hello)
 	if !ok {
-		return fmt.Errorf("read hello from %s: got a %s frame first", s.c.url, f.FrameType())
+		return fmt.Errorf("read hello from %s: got a %s frame first", s.url, f.FrameType())
 	}
 	if h.Protocol != wire.Version {
-		return fmt.Errorf("hello from %s: protocol %d, this client speaks %d", s.c.url, h.Protocol, wire.Version)
+		return fmt.Errorf("hello from %s: protocol %d, this client speaks %d", s.url, h.Protocol, wire.Version)
 	}
 	s.mu.Lock()
 	s.ws, s.hello, s.lastErr = ws, h, nil
 	s.mu.Unlock()
+	s.seenAt.Store(s.c.Now())
 	if err := s.tryUp(); err != nil {
 		ws.Close(websocket.StatusNormalClosure, "wrong database")
 		return err
@@ -185,7 +192,7 @@ func (s *socket) session(ctx context.Context) error {
 				s.c.log.Warn("freshet read cache: unreadable frame", "socket", s.i, "err", err)
 				continue
 			}
-			return fmt.Errorf("connection to %s lost: %w", s.c.url, err)
+			return fmt.Errorf("connection to %s lost: %w", s.url, err)
 		}
 		s.handle(f)
 	}
@@ -278,7 +285,16 @@ func (s *socket) subscribeLocked(e *entry) {
 	id := s.c.nextID()
 	e.id = id
 	s.subs[id] = e
-	b, err := wire.Encode(&wire.Subscribe{ID: id, SQL: e.sql, Params: e.params, Mode: wire.ModeRows})
+	// Never an answer older than one this process has seen: the engine
+	// accepts only once it is at or past the newest position seen on any
+	// engine (they all follow one LSN space), so a key that moves to
+	// another engine, or is read again, never goes back in time.
+	e.minLSN = s.c.floor.Load()
+	sub := &wire.Subscribe{ID: id, SQL: e.sql, Params: e.params, Mode: wire.ModeRows}
+	if e.minLSN > 0 {
+		sub.MinLSN = formatLSN(e.minLSN)
+	}
+	b, err := wire.Encode(sub)
 	if err != nil {
 		return
 	}
@@ -349,10 +365,17 @@ func (s *socket) handle(f wire.Frame) {
 		if f.WrittenUS != nil {
 			s.beatAt.Store(*f.WrittenUS * 1000)
 		}
-		s.lagAt.Store(s.c.Now())
+		now := s.c.Now()
+		s.lagAt.Store(now)
+		s.seenAt.Store(now)
+		s.c.saw(f.LSN)
 	case *wire.Accepted:
 		s.mu.Lock()
 		e := s.subs[f.ID]
+		var min uint64
+		if e != nil {
+			min = e.minLSN
+		}
 		s.mu.Unlock()
 		if e == nil {
 			return // unsubscribed (evicted) before it was accepted: dropped
@@ -361,7 +384,14 @@ func (s *socket) handle(f wire.Frame) {
 			s.c.forget(e)
 			return
 		}
+		if lsnOf(f.LSN) < min {
+			// An engine that does not know min_lsn answered from before
+			// what this process has seen: not served.
+			s.c.forget(e)
+			return
+		}
 		e.res.Store(newResult(f))
+		s.c.saw(f.LSN)
 		if !e.state.CompareAndSwap(statePending, stateLive) && !e.state.CompareAndSwap(stateStale, stateLive) {
 			return // died meanwhile: the fill is dropped
 		}
@@ -381,6 +411,7 @@ func (s *socket) handle(f wire.Frame) {
 			return
 		}
 		e.res.Store(nr)
+		s.c.saw(f.LSN)
 		s.c.reweigh(e)
 	case *wire.Refused:
 		s.refuse(f.ID, &wire.Refused{ID: f.ID, Code: f.Code, Reason: f.Reason, Retryable: f.Retryable})

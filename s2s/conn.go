@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/freshetdb/freshet/change"
 	"github.com/freshetdb/freshet/engine"
 	"github.com/freshetdb/freshet/query"
 	"github.com/freshetdb/freshet/wire"
@@ -438,6 +439,13 @@ func (c *conn) subscribe(f *wire.Subscribe) {
 		c.refuse(f.ID, wire.CodeBadParam, err.Error(), false)
 		return
 	}
+	var minLSN change.LSN
+	if f.MinLSN != "" {
+		if minLSN, err = change.ParseLSN(f.MinLSN); err != nil {
+			c.refuse(f.ID, wire.CodeBadParam, fmt.Sprintf("min_lsn %q: want an LSN like 0/16B3748", f.MinLSN), false)
+			return
+		}
+	}
 	sb := &sub{c: c, id: f.ID, mode: mode, started: time.Now()}
 	c.q.mu.Lock()
 	if c.gone {
@@ -460,17 +468,24 @@ func (c *conn) subscribe(f *wire.Subscribe) {
 		m.Subscriptions.WithLabelValues(mode.String()).Inc()
 	}
 	sql := f.SQL
-	go c.register(sb, sql, binds)
+	go c.register(sb, sql, binds, minLSN)
 }
 
 // register asks the engine for the subscription. It runs on a goroutine of
 // its own: compiling reads the catalog.
-func (c *conn) register(sb *sub, sql string, binds []query.Bind) {
+func (c *conn) register(sb *sub, sql string, binds []query.Bind, minLSN change.LSN) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.CompileTimeout)
 	defer cancel()
-	id, ref, err := c.s.cfg.Engine.Subscribe(ctx, sql, binds, sb.mode, sb)
+	var id engine.SubID
+	var ref *query.Refusal
+	err := c.awaitPosition(ctx, minLSN)
+	if err == nil {
+		id, ref, err = c.s.cfg.Engine.Subscribe(ctx, sql, binds, sb.mode, sb)
+	}
 	code, reason, retry := "", "", false
 	switch {
+	case errors.Is(err, errBehind):
+		code, reason, retry = wire.CodeBehind, err.Error(), true
 	case ref != nil:
 		code, reason, retry = string(ref.Code), ref.Message, ref.Retryable
 	case errors.Is(err, context.DeadlineExceeded):
@@ -495,6 +510,35 @@ func (c *conn) register(sb *sub, sql string, binds []query.Bind) {
 	if ended {
 		c.unsubscribeEngine(id)
 	}
+}
+
+// errBehind is wrapped when the engine did not reach a subscribe's
+// min_lsn in time.
+var errBehind = errors.New("behind")
+
+// positioner is what awaitPosition needs of the engine (*engine.Engine).
+type positioner interface{ Position() change.LSN }
+
+// awaitPosition waits until the engine's position is at or past min: a
+// subscription is registered only then, so its accepted result (exact at
+// the engine's position when the read lands, which never goes back) is
+// not older than what the client has seen on another replica.
+func (c *conn) awaitPosition(ctx context.Context, at change.LSN) error {
+	if at == 0 {
+		return nil
+	}
+	p, ok := c.s.cfg.Engine.(positioner)
+	if !ok {
+		return nil
+	}
+	for wait := time.Millisecond; p.Position() < at; wait = min(2*wait, 50*time.Millisecond) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: the server is at %v and did not reach min_lsn %v within %v (--compile-timeout); it lags behind the replica the client saw", errBehind, p.Position(), at, c.s.cfg.CompileTimeout)
+		case <-time.After(wait):
+		}
+	}
+	return nil
 }
 
 func (c *conn) unsubscribe(id string) {

@@ -112,6 +112,14 @@ type Subscribe struct {
 	Params []Param `json:"params,omitempty"`
 	// Mode is ModeRows or ModeTouch.
 	Mode string `json:"mode"`
+	// MinLSN, when set, is the oldest position the client accepts an
+	// answer at: the server answers accepted only once its position is at
+	// or past it (every replica of one database follows one LSN space),
+	// and refuses with CodeBehind (retryable) if it does not get there in
+	// time. A client moving a query to another replica sends the newest
+	// position it has seen, so its reads never go back in time. Optional:
+	// a server that predates it ignores it.
+	MinLSN string `json:"min_lsn,omitempty"`
 }
 
 // Column is one column of a result.
@@ -254,6 +262,7 @@ const (
 	CodeInternal      = "internal"
 	// Codes of refused and ended frames for reads and schema changes.
 	CodeTimeout       = "timeout"        // compiling, or a read, took too long
+	CodeBehind        = "behind"         // the server did not reach the subscribe's min_lsn in time (retryable)
 	CodeRowLimit      = "row_limit"      // a read returned more rows than the server's row limit
 	CodeReadFailed    = "read_failed"    // a read failed for another reason (in the reason)
 	CodeTableDropped  = "table_dropped"  // a table the query reads was dropped

@@ -50,6 +50,7 @@ Usage:
 Commands:
   serve     serve fresh query results to backends over WebSocket
   tail      print committed transactions as JSON, one per line
+  relay     publish committed transactions to a NATS JetStream bus for serve replicas
   demo      the ticket-desk demo: engine, read cache, writer, readers, verifier
   version   print the version
 
@@ -107,6 +108,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.runServe(ctx, args[1:])
 	case "tail":
 		return m.runTail(ctx, args[1:])
+	case "relay":
+		return m.runRelay(ctx, args[1:])
 	case "demo":
 		return m.runDemo(ctx, args[1:])
 	case "bench-tail": // hidden: the end-to-end benchmark (scripts/bench-tail.sh)

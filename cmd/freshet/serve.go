@@ -14,8 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/freshetdb/freshet/bus"
 	"github.com/freshetdb/freshet/engine"
 	"github.com/freshetdb/freshet/pgwal"
 	"github.com/freshetdb/freshet/query"
@@ -40,6 +42,8 @@ Flags:
 // serveConfig is what `freshet serve` was asked to do.
 type serveConfig struct {
 	Stream          pgwal.Config
+	Source          string        // "" follows the slot; nats://... follows the bus (serve_bus.go)
+	BusReplay       time.Duration // how far back a bus-fed engine starts
 	ReadDSN         string
 	Listen          string
 	BasePath        string
@@ -114,6 +118,8 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 		logLevel   = str("log-level", "FRESHET_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 		logFormat  = str("log-format", "FRESHET_LOG_FORMAT", "text", "log format: text or json")
 		cpuProfile = str("cpuprofile", "FRESHET_CPUPROFILE", "", "write a CPU profile (go tool pprof) of the whole run to this file")
+		source     = str("source", "FRESHET_SOURCE", "", "where changes come from: empty follows the slot; nats://host:4222 follows the stream a 'freshet relay' publishes (docs/scale-out.md)")
+		busReplay  = dur("bus-replay", "FRESHET_BUS_REPLAY", bus.DefaultReplay, "with --source nats://: how far back in the stream the engine starts, so its first reads are checked against the transactions just before it")
 	)
 	fs.Usage = func() { printFlags(fs, serveUsage) }
 	bad := func(format string, a ...any) error {
@@ -219,6 +225,16 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
 		return nil, bad("--log-format %q: want text or json", cfg.LogFormat)
 	}
+	if v, err := time.ParseDuration(strings.TrimSpace(*busReplay)); err != nil || v < 0 {
+		return nil, bad("--bus-replay %q: want a duration like 5s, or 0 to start at the stream's last message", *busReplay)
+	} else {
+		cfg.BusReplay = v
+	}
+	if cfg.Source = strings.TrimSpace(*source); cfg.Source != "" {
+		if err := bus.ValidateURL(cfg.Source); err != nil {
+			return nil, bad("--source: %v (or leave it empty to follow the slot)", err)
+		}
+	}
 	if err := cfg.Stream.Validate(); err != nil {
 		return nil, bad("%v", err)
 	}
@@ -276,104 +292,83 @@ func (m *Main) serve(ctx context.Context, cfg *serveConfig) error {
 		}
 		defer stop()
 	}
-	reader, err := pgwal.Open(ctx, cfg.Stream)
+	st, err := openStream(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	readerClosed := false
-	defer func() {
-		if !readerClosed {
-			reader.Close()
-		}
-	}()
-	ecfg := cfg.Engine
-	t := s2s.NewTap(reader)
-	ecfg.Source, ecfg.ReadDSN, ecfg.Types, ecfg.Logger = t, cfg.ReadDSN, reader.Types(), log
-	eng, err := engine.Open(ctx, ecfg)
-	if err != nil {
-		return err
-	}
-	engineClosed := false
-	defer func() {
-		if !engineClosed {
-			eng.Close()
-		}
-	}()
+	defer st.Close()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := s2s.NewMetrics()
-	scfg := cfg.S2S
-	scfg.Engine, scfg.Tap, scfg.Types, scfg.Logger, scfg.Metrics = eng, t, reader.Types(), log, metrics
-	scfg.ServerVersion, scfg.SystemIdentifier, scfg.Database = Version, reader.SystemID(), reader.Database()
-	srv, err := s2s.New(scfg)
-	if err != nil {
-		return err
-	}
-	if err := metrics.Register(reg, srv); err != nil {
-		return fmt.Errorf("register metrics: %w", err)
-	}
-	var rt rates
-	reg.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "freshet_transactions_total", Help: "Committed transactions read from the stream."},
-			func() float64 { n, _ := t.Counts(); return float64(n) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "freshet_rows_total", Help: "Row changes (insert, update, delete) read from the stream."},
-			func() float64 { _, n := t.Counts(); return float64(n) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "freshet_transactions_per_second", Help: "Transactions read in the last second."},
-			func() float64 { tx, _ := rt.get(); return tx }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "freshet_rows_per_second", Help: "Row changes read in the last second."},
-			func() float64 { _, r := rt.get(); return r }),
-	)
-
+	// One generation is one engine and its s2s server on one run of the
+	// stream. A slot-fed server has one: when its stream stops, it exits.
+	// A bus-fed one starts the next generation when the bus breaks its
+	// chain (a gap, a new epoch): every connection is closed with 4001
+	// as when a slot is lost, clients resubscribe, and every subscription
+	// hydrates again on the new engine.
+	var cur atomic.Pointer[generation]
 	mux := http.NewServeMux()
 	b := cfg.BasePath
-	mux.Handle(b+wire.Path, srv)
+	mux.Handle(b+wire.Path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cur.Load().srv.ServeHTTP(w, r)
+	}))
 	mux.HandleFunc(b+"/healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc(b+"/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !t.Passed() {
+		if !cur.Load().tap.Passed() {
 			http.Error(w, "not ready: the stream has not passed its first consistent point", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	mux.Handle(b+"/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle(b+"/metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		promhttp.HandlerFor(cur.Load().reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	}))
 	mux.HandleFunc(b+"/stats", func(w http.ResponseWriter, r *http.Request) {
-		es, _ := eng.Stats(r.Context())
-		tx, rows := rt.get()
-		txN, rowN := t.Counts()
+		g := cur.Load()
+		es, _ := g.eng.Stats(r.Context())
+		tx, rows := g.rt.get()
+		txN, rowN := g.tap.Counts()
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{
-			"s2s":                     srv.Stats(),
+			"s2s":                     g.srv.Stats(),
 			"engine":                  es,
-			"position":                eng.Position().String(),
-			"ready":                   t.Passed(),
+			"position":                g.eng.Position().String(),
+			"ready":                   g.tap.Passed(),
 			"transactions_total":      txN,
 			"rows_total":              rowN,
 			"transactions_per_second": tx,
 			"rows_per_second":         rows,
-			"system_identifier":       reader.SystemID(),
-			"database":                reader.Database(),
+			"system_identifier":       st.SystemID(),
+			"database":                st.Database(),
+			"source":                  st.Name(),
+			"generation":              g.n,
 			"version":                 Version,
 		})
 	})
+
+	g, err := newGeneration(ctx, cfg, st, log, 1)
+	if err != nil {
+		return err
+	}
+	cur.Store(g)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		g.close(context.Background(), log, nil)
 		return fmt.Errorf("listen on %s (--listen): %w", cfg.Listen, err)
 	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	addr := ln.Addr().String()
-	log.Info("serving", "addr", addr, "endpoint", b+wire.Path, "slot", cfg.Stream.Slot,
-		"system_identifier", reader.SystemID(), "database", reader.Database())
+	log.Info("serving", "addr", addr, "endpoint", b+wire.Path, "source", st.Name(), "slot", cfg.Stream.Slot,
+		"system_identifier", st.SystemID(), "database", st.Database())
 	if cfg.Listening != nil {
 		cfg.Listening(addr)
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var runErr error
+	var lost error // the engine's stream stopped
 loop:
 	for {
 		select {
@@ -381,11 +376,33 @@ loop:
 			log.Info("shutting down")
 			break loop
 		case <-tick.C:
-			rt.sample(t)
-		case <-eng.Done():
-			runErr = fmt.Errorf("stream stopped: %w", eng.Err())
-			log.Error("stream stopped; closing every connection", "err", eng.Err())
-			break loop
+			g.rt.sample(g.tap)
+		case <-g.eng.Done():
+			err := g.eng.Err()
+			if !st.Restartable(err) {
+				lost = err
+				runErr = fmt.Errorf("stream stopped: %w", err)
+				log.Error("stream stopped; closing every connection", "err", err)
+				break loop
+			}
+			log.Warn("the bus broke its chain; closing every connection (4001) and hydrating every subscription again on a new engine", "err", err, "generation", g.n)
+			sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+			g.close(sctx, log, err)
+			cancel()
+			for {
+				next, nerr := newGeneration(ctx, cfg, st, log, g.n+1)
+				if nerr == nil {
+					g = next
+					cur.Store(g)
+					break
+				}
+				log.Warn("start a new engine on the bus", "err", nerr)
+				select {
+				case <-ctx.Done():
+					break loop
+				case <-time.After(time.Second):
+				}
+			}
 		case err := <-served:
 			runErr = fmt.Errorf("serve http: %w", err)
 			break loop
@@ -396,20 +413,78 @@ loop:
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	_ = hs.Shutdown(sctx)
-	closeAll := srv.Shutdown
-	if eng.Err() != nil {
-		closeAll = func(ctx context.Context) error { return srv.StreamLost(ctx, "stream lost: "+eng.Err().Error()) }
+	g.close(sctx, log, lost)
+	return runErr
+}
+
+// generation is one engine and its s2s server on one run of the stream.
+type generation struct {
+	n   int
+	src streamSource
+	tap *s2s.Tap
+	eng *engine.Engine
+	srv *s2s.Server
+	reg *prometheus.Registry
+	rt  rates
+}
+
+// newGeneration opens the stream's source and starts an engine and an s2s
+// server on it.
+func newGeneration(ctx context.Context, cfg *serveConfig, st *serveStream, log *slog.Logger, n int) (*generation, error) {
+	src, err := st.Open(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if err := closeAll(sctx); err != nil {
+	g := &generation{n: n, src: src}
+	ecfg := cfg.Engine
+	g.tap = s2s.NewTap(src)
+	ecfg.Source, ecfg.ReadDSN, ecfg.Types, ecfg.Logger = g.tap, cfg.ReadDSN, st.Types(), log
+	if g.eng, err = engine.Open(ctx, ecfg); err != nil {
+		src.Close()
+		return nil, err
+	}
+	g.reg = prometheus.NewRegistry()
+	g.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := s2s.NewMetrics()
+	scfg := cfg.S2S
+	scfg.Engine, scfg.Tap, scfg.Types, scfg.Logger, scfg.Metrics = g.eng, g.tap, st.Types(), log, metrics
+	scfg.ServerVersion, scfg.SystemIdentifier, scfg.Database = Version, st.SystemID(), st.Database()
+	if g.srv, err = s2s.New(scfg); err != nil {
+		g.eng.Close()
+		src.Close()
+		return nil, err
+	}
+	if err := metrics.Register(g.reg, g.srv); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	t := g.tap
+	g.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "freshet_transactions_total", Help: "Committed transactions read from the stream."},
+			func() float64 { n, _ := t.Counts(); return float64(n) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "freshet_rows_total", Help: "Row changes (insert, update, delete) read from the stream."},
+			func() float64 { _, n := t.Counts(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "freshet_transactions_per_second", Help: "Transactions read in the last second."},
+			func() float64 { tx, _ := g.rt.get(); return tx }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "freshet_rows_per_second", Help: "Row changes read in the last second."},
+			func() float64 { _, r := g.rt.get(); return r }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "freshet_stream_generation", Help: "Engines started on the stream by this process (a bus-fed server starts a new one when the bus breaks its chain)."},
+			func() float64 { return float64(g.n) }),
+	)
+	return g, nil
+}
+
+// close closes every connection (4001 when the stream was lost), then the
+// engine and the source.
+func (g *generation) close(ctx context.Context, log *slog.Logger, lost error) {
+	closeAll := g.srv.Shutdown
+	if lost != nil {
+		closeAll = func(ctx context.Context) error { return g.srv.StreamLost(ctx, "stream lost: "+lost.Error()) }
+	}
+	if err := closeAll(ctx); err != nil {
 		log.Warn("shutdown", "err", err)
 	}
-	engineClosed = true
-	if err := eng.Close(); err != nil {
+	if err := g.eng.Close(); err != nil {
 		log.Warn("close engine", "err", err)
 	}
-	readerClosed = true
-	if err := reader.Close(); err != nil {
-		log.Warn("close replication stream", "err", err)
-	}
-	return runErr
+	g.src.Close()
 }

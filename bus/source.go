@@ -1,0 +1,168 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/freshetdb/freshet/change"
+	"github.com/freshetdb/freshet/engine"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultReplay is how far back in the stream a Source starts by default.
+const DefaultReplay = 5 * time.Second
+
+// SourceConfig configures a Source.
+type SourceConfig struct {
+	// URL is the bus (nats://host:port, comma-separated for several).
+	// Conn, when set, is used instead (and not closed by Close).
+	URL  string
+	Conn *nats.Conn
+	// SystemID, Database and Slot name the stream (StreamName) and are
+	// checked against its metadata: a replica reads PostgreSQL directly
+	// for hydration, so the stream must be that database's.
+	SystemID, Database, Slot string
+	// Replay is how far back (by the time messages were stored) the
+	// consumer starts: the transactions of that stretch are applied
+	// before anything else, so a hydration read asked right after the
+	// start checks its snapshot against them (engine's applied log), as
+	// an engine that has been running would. 0 starts at the stream's
+	// last message. Negative takes DefaultReplay.
+	Replay time.Duration
+	// Logger; nil is slog.Default().
+	Logger *slog.Logger
+}
+
+// Source is an engine.Source fed from the bus: an ordered JetStream
+// consumer (no acknowledgements, no state on the server) whose every
+// message is checked against the one before it. Events come out in
+// commit order; a gap or a new epoch is a final error wrapping ErrBroken.
+type Source struct {
+	cfg     SourceConfig
+	nc      *nats.Conn
+	ownConn bool
+	it      jetstream.MessagesContext
+	rels    Relations
+	chain   chain
+	pending []Event
+	err     error
+
+	seq   atomic.Uint64 // stream sequence of the last message consumed
+	acked atomic.Uint64
+}
+
+var _ engine.Source = (*Source)(nil)
+
+// OpenSource attaches to the stream of cfg's slot, starting Replay back.
+func OpenSource(ctx context.Context, cfg SourceConfig) (*Source, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Replay < 0 {
+		cfg.Replay = DefaultReplay
+	}
+	s := &Source{cfg: cfg, nc: cfg.Conn}
+	if s.nc == nil {
+		nc, err := Connect(cfg.URL, "freshet serve")
+		if err != nil {
+			return nil, err
+		}
+		s.nc, s.ownConn = nc, true
+	}
+	fail := func(err error) (*Source, error) {
+		if s.ownConn {
+			s.nc.Close()
+		}
+		return nil, err
+	}
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		return fail(fmt.Errorf("open the bus's JetStream: %w", err))
+	}
+	name := StreamName(cfg.SystemID, cfg.Slot)
+	st, err := js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fail(fmt.Errorf("the bus has no stream %s: start `freshet relay` for this database and slot %q first (or check --slot and that --read-dsn is the database the relay follows)", name, cfg.Slot))
+	}
+	if err != nil {
+		return fail(fmt.Errorf("look up stream %s: %w (is JetStream enabled on the server? nats-server -js)", name, err))
+	}
+	if err := checkMeta(st.CachedInfo().Config, cfg.SystemID, cfg.Database, cfg.Slot); err != nil {
+		return fail(err)
+	}
+	occ := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverLastPolicy}
+	if cfg.Replay > 0 {
+		from := time.Now().Add(-cfg.Replay)
+		occ = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &from}
+	}
+	cons, err := st.OrderedConsumer(ctx, occ)
+	if err != nil {
+		return fail(fmt.Errorf("open a consumer on stream %s: %w", name, err))
+	}
+	if s.it, err = cons.Messages(); err != nil {
+		return fail(fmt.Errorf("consume stream %s: %w", name, err))
+	}
+	return s, nil
+}
+
+// Next implements engine.Source. An error is final.
+func (s *Source) Next(ctx context.Context) (change.Event, error) {
+	for len(s.pending) == 0 {
+		if s.err != nil {
+			return nil, s.err
+		}
+		msg, err := s.it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			s.err = fmt.Errorf("read the bus: %w", err)
+			return nil, s.err
+		}
+		if md, err := msg.Metadata(); err == nil {
+			s.seq.Store(md.Sequence.Stream)
+		}
+		m, err := DecodeMessage(msg.Data(), &s.rels)
+		if err != nil {
+			s.err = fmt.Errorf("%w: message %d: %w", ErrBroken, s.seq.Load(), err)
+			return nil, s.err
+		}
+		evs, err := s.chain.accept(m)
+		if err != nil {
+			s.err = err
+			return nil, err
+		}
+		s.pending = evs
+	}
+	e := s.pending[0]
+	s.pending[0] = Event{}
+	s.pending = s.pending[1:]
+	if e.Txn != nil {
+		return e.Txn, nil
+	}
+	return e.Beat, nil
+}
+
+// Ack implements engine.Source. The bus keeps no consumer state, so it
+// only records the position.
+func (s *Source) Ack(lsn change.LSN) {
+	if uint64(lsn) > s.acked.Load() {
+		s.acked.Store(uint64(lsn))
+	}
+}
+
+// Seq returns the stream sequence of the last message consumed.
+func (s *Source) Seq() uint64 { return s.seq.Load() }
+
+// Close stops consuming and closes the connection it opened.
+func (s *Source) Close() {
+	s.it.Stop()
+	if s.ownConn {
+		s.nc.Close()
+	}
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/freshetdb/freshet/bus"
+	"github.com/freshetdb/freshet/pgwal"
+)
+
+const relayUsage = `Usage: freshet relay --dsn DSN --bus nats://HOST:4222 [flags]
+
+Holds the database's replication slot and publishes every committed
+transaction (and heartbeat) to a NATS JetStream stream, from which any
+number of 'freshet serve --source nats://...' replicas follow the
+database. The slot is acknowledged only once the bus has stored what came
+before, so a relay killed at any point and started again publishes every
+transaction exactly once (docs/scale-out.md).
+
+Flags:
+`
+
+// relayConfig is what `freshet relay` was asked to do.
+type relayConfig struct {
+	Relay    bus.RelayConfig
+	LogLevel slog.Level
+	Every    time.Duration // stats log line cadence; 0 = none
+
+	// Logger, when set, is used instead of a text logger at LogLevel.
+	Logger *slog.Logger
+}
+
+// busFlags are the stream settings, shared by the relay's flags and their
+// documentation.
+func busSettingsFlags(fs *flag.FlagSet) func() (bus.StreamSettings, error) {
+	def := bus.DefaultStreamSettings()
+	maxAge := fs.Duration("bus-max-age", def.MaxAge, "oldest message the stream keeps (replicas further behind hydrate again)")
+	maxBytes := fs.Int64("bus-max-bytes", def.MaxBytes, "most bytes the stream keeps, oldest dropped first")
+	dups := fs.Duration("bus-duplicates", def.Duplicates, "window in which a republished message (same Nats-Msg-Id) is dropped")
+	replicas := fs.Int("bus-replicas", def.Replicas, "stream replicas on a JetStream cluster (3 in production, in separate fault domains)")
+	storage := fs.String("bus-storage", "file", "stream storage: file or memory")
+	persist := fs.String("bus-persist", "default", "stream persist mode: default (flushed before the acknowledgement) or async (faster; a crashed server may lose acknowledged messages, which replicas then see as a new epoch)")
+	maxMsg := fs.Int("bus-max-msg-size", def.MaxMsgSize, "largest message published; large transactions are cut into fragments below it (at most the server's max_payload)")
+	return func() (bus.StreamSettings, error) {
+		s := bus.StreamSettings{MaxAge: *maxAge, MaxBytes: *maxBytes, Duplicates: *dups, Replicas: *replicas, MaxMsgSize: *maxMsg}
+		switch *storage {
+		case "file":
+		case "memory":
+			s.Memory = true
+		default:
+			return s, fmt.Errorf("--bus-storage %q: want file or memory", *storage)
+		}
+		switch *persist {
+		case "default":
+		case "async":
+			s.AsyncPersist = true
+		default:
+			return s, fmt.Errorf("--bus-persist %q: want default or async", *persist)
+		}
+		return s, s.Validate()
+	}
+}
+
+func (m *Main) parseRelayFlags(args []string) (*relayConfig, error) {
+	fs := flag.NewFlagSet("freshet relay", flag.ContinueOnError)
+	var flagOut bytes.Buffer
+	fs.SetOutput(&flagOut)
+	def := pgwal.DefaultConfig()
+	var (
+		dsn         = fs.String("dsn", os.Getenv("FRESHET_DSN"), "PostgreSQL connection string of the database to follow (default $FRESHET_DSN)")
+		busURL      = fs.String("bus", os.Getenv("FRESHET_BUS"), "the NATS JetStream bus, nats://host:4222 (several comma-separated) (default $FRESHET_BUS)")
+		slot        = fs.String("slot", def.Slot, "replication slot name (also names the stream: FRESHET_<system id>_<slot>)")
+		publication = fs.String("publication", def.Publication, "publication name")
+		tables      = fs.String("tables", "", "comma-separated tables for the publication (default: all tables)")
+		create      = fs.Bool("create", true, "create the slot and publication if they are missing")
+		proto       = fs.Int("proto", def.ProtoVersion, "pgoutput protocol version: 1 or 2")
+		binary      = fs.Bool("binary", def.Binary, "ask pgoutput for binary values")
+		heartbeat   = fs.Duration("heartbeat", def.HeartbeatInterval, "heartbeat interval (lag probes through the WAL and the bus); must be > 0")
+		maxPending  = fs.Int("max-pending", bus.DefaultMaxPending, "most messages published and not yet acknowledged by the bus")
+		pubTimeout  = fs.Duration("publish-timeout", bus.DefaultPublishTimeout, "longest wait for the bus to acknowledge a message before the session starts again")
+		every       = fs.Duration("stats-interval", 30*time.Second, "how often a line of counters is logged; 0 turns it off")
+		logLevel    = fs.String("log-level", "info", "log level: debug, info, warn or error")
+	)
+	settings := busSettingsFlags(fs)
+	fs.Usage = func() { printFlags(fs, relayUsage) }
+	bad := func(format string, a ...any) error {
+		fs.Usage()
+		fmt.Fprint(m.Stderr, flagOut.String())
+		return usageError{"relay: " + fmt.Sprintf(format, a...)}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(m.Stdout, flagOut.String())
+			return nil, errHelp
+		}
+		fmt.Fprint(m.Stderr, flagOut.String())
+		return nil, usageError{"relay: " + err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return nil, bad("unexpected argument %q (flags only)", fs.Arg(0))
+	}
+	if *dsn == "" {
+		return nil, bad("no database given: pass --dsn 'postgres://user@host/db' or set FRESHET_DSN")
+	}
+	if err := bus.ValidateURL(*busURL); err != nil {
+		return nil, bad("--bus: %v (or set FRESHET_BUS)", err)
+	}
+	cfg := &relayConfig{Every: *every}
+	rc := &cfg.Relay
+	rc.URL = *busURL
+	rc.Stream = def
+	rc.Stream.DSN, rc.Stream.Slot, rc.Stream.Publication, rc.Stream.Create = *dsn, *slot, *publication, *create
+	for _, t := range strings.Split(*tables, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			rc.Stream.Tables = append(rc.Stream.Tables, t)
+		}
+	}
+	if *proto != 1 && *proto != 2 {
+		return nil, bad("--proto %d: want 1 or 2", *proto)
+	}
+	rc.Stream.ProtoVersion, rc.Stream.Binary = *proto, *binary
+	if *heartbeat <= 0 {
+		return nil, bad("--heartbeat %v: the relay needs heartbeats (lag through the bus, and an idle slot's acknowledgements): give a duration like 500ms", *heartbeat)
+	}
+	rc.Stream.HeartbeatInterval = *heartbeat
+	if *maxPending < 1 {
+		return nil, bad("--max-pending %d: want at least 1", *maxPending)
+	}
+	rc.MaxPending = *maxPending
+	if *pubTimeout <= 0 {
+		return nil, bad("--publish-timeout %v: want a positive duration like 10s", *pubTimeout)
+	}
+	rc.PublishTimeout = *pubTimeout
+	if *every < 0 {
+		return nil, bad("--stats-interval %v: want a duration >= 0", *every)
+	}
+	var err error
+	if rc.Settings, err = settings(); err != nil {
+		return nil, bad("%v", err)
+	}
+	if err := cfg.LogLevel.UnmarshalText([]byte(*logLevel)); err != nil {
+		return nil, bad("--log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	if err := rc.Stream.Validate(); err != nil {
+		return nil, bad("%v", err)
+	}
+	return cfg, nil
+}
+
+// runRelay implements `freshet relay`.
+func (m *Main) runRelay(ctx context.Context, args []string) error {
+	cfg, err := m.parseRelayFlags(args)
+	if errors.Is(err, errHelp) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	return m.relay(ctx, cfg)
+}
+
+// relay runs until ctx ends or the relay meets an error a restart cannot
+// cure.
+func (m *Main) relay(ctx context.Context, cfg *relayConfig) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	}
+	cfg.Relay.Logger = log
+	cfg.Relay.Stream.Logger = log
+	r, err := bus.NewRelay(cfg.Relay)
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(done)
+	if cfg.Every > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(cfg.Every)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					s := r.Stats()
+					log.Info("relay", "messages", s.Messages, "events", s.Events, "acked", s.Acked, "epoch", s.Epoch, "sessions", s.Sessions)
+				case <-done:
+					return
+				}
+			}
+		}()
+	}
+	return r.Run(ctx)
+}
