@@ -12,7 +12,7 @@ demo: postgres
 
 test: postgres fmt-check vet
 	$(GO) test -count=1 -timeout 45m ./...
-	@pkgs=$$($(GO) list ./... | grep -E '/(pgwal|engine|s2s|readcache)($$|/)' || true); \
+	@pkgs=$$($(GO) list ./... | grep -E '/(pgwal|engine|s2s|readcache|bus)($$|/)' || true); \
 	if [ -n "$$pkgs" ]; then echo "go test -race $$pkgs"; $(GO) test -count=1 -race -timeout 30m $$pkgs; fi
 
 build:

@@ -17,6 +17,10 @@ import (
 // DefaultReplay is how far back in the stream a Source starts by default.
 const DefaultReplay = 5 * time.Second
 
+// ErrNoStream is wrapped by OpenSource when the bus has no stream for the
+// slot yet (no relay has run).
+var ErrNoStream = errors.New("the bus has no stream")
+
 // SourceConfig configures a Source.
 type SourceConfig struct {
 	// URL is the bus (nats://host:port, comma-separated for several).
@@ -87,7 +91,7 @@ func OpenSource(ctx context.Context, cfg SourceConfig) (*Source, error) {
 	name := StreamName(cfg.SystemID, cfg.Slot)
 	st, err := js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fail(fmt.Errorf("the bus has no stream %s: start `freshet relay` for this database and slot %q first (or check --slot and that --read-dsn is the database the relay follows)", name, cfg.Slot))
+		return fail(fmt.Errorf("%w %s: start `freshet relay` for this database and slot %q first (or check --slot and that --read-dsn is the database the relay follows)", ErrNoStream, name, cfg.Slot))
 	}
 	if err != nil {
 		return fail(fmt.Errorf("look up stream %s: %w (is JetStream enabled on the server? nats-server -js)", name, err))

@@ -347,6 +347,16 @@ func (m *Main) serve(ctx context.Context, cfg *serveConfig) error {
 	})
 
 	g, err := newGeneration(ctx, cfg, st, log, 1)
+	for errors.Is(err, bus.ErrNoStream) {
+		// A replica started before its relay waits for the stream.
+		log.Warn("waiting for the relay's stream", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+		g, err = newGeneration(ctx, cfg, st, log, 1)
+	}
 	if err != nil {
 		return err
 	}
