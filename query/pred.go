@@ -785,6 +785,9 @@ func (c *compiler) in(a *pg.A_Expr, negate bool) (*expr, error) {
 		}
 		items = append(items, o)
 	}
+	if err := c.settleInList(&l, items); err != nil {
+		return nil, err
+	}
 	// PostgreSQL resolves x IN (constants...) in the common type of x and
 	// all the items (int8 IN (1, 1.5::float8) compares as float8); with
 	// columns among the items, each x = item on its own.
@@ -859,6 +862,55 @@ func (c *compiler) in(a *pg.A_Expr, negate bool) (*expr, error) {
 		e.op = opAnd
 	}
 	return e, nil
+}
+
+// settleInList gives the untyped items of x IN (...) (binds of OID 0,
+// quoted literals) the type PostgreSQL gives them: with more than one item
+// that is not a column, transformAExprIn resolves x and those items in one
+// common type (select_common_type), and an untyped item takes that type,
+// not x's. So int4col IN (12, $1, 9000000000) reads $1 as int8 (a text
+// '9000000000' is valid, a 4-byte binary one is not). Only the numeric
+// types are promoted here (the highest of int2, int4, int8, numeric,
+// float4, float8 among x and the typed items); otherwise the items take
+// x's type as comparePairIn gives it.
+func (c *compiler) settleInList(l *topnd, items []topnd) error {
+	nonCol := 0
+	for i := range items {
+		if items[i].col == nil {
+			nonCol++
+		}
+	}
+	if nonCol < 2 || l.unknown() {
+		return nil
+	}
+	best, bestRank := l.oid, numericRank(l.oid)
+	if bestRank == 0 {
+		return nil
+	}
+	for i := range items {
+		it := &items[i]
+		if it.col != nil || it.unknown() {
+			continue
+		}
+		r := numericRank(it.oid)
+		if r == 0 {
+			return nil // not all numeric: comparePairIn decides
+		}
+		if r > bestRank {
+			best, bestRank = it.oid, r
+		}
+	}
+	if best == l.oid {
+		return nil
+	}
+	for i := range items {
+		if it := &items[i]; it.col == nil && it.unknown() {
+			if err := c.settle(it, best); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // anyAll compiles x op ANY(array) and x op ALL(array).
