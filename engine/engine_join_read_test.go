@@ -79,6 +79,19 @@ INSERT INTO c VALUES
 			where: []string{"id > 2", ""}},
 		{sql: "SELECT p.id, c.id FROM p LEFT JOIN c ON c.pid = p.id WHERE c.amount < 2 AND p.id <= 3",
 			where: []string{"id <= 3", "amount < 2"}},
+		// Integers outside the int4 column's type (issue 10 item 17: the
+		// read bound them as int4 and failed every time, retryable).
+		{sql: "SELECT p.id, c.id FROM p JOIN c ON c.pid = p.id WHERE c.n = 9000000000",
+			where: []string{"", "false"}},
+		{sql: "SELECT p.id, c.id FROM p JOIN c ON c.pid = p.id WHERE c.n IN (1, 9000000000, -9000000000)",
+			where: []string{"", "n IN (1)"}},
+		{sql: "SELECT p.id, c.id FROM p JOIN c ON c.pid = p.id WHERE c.n = 9000000000.0",
+			where: []string{"", "false"}},
+		{sql: "SELECT p.id, c.id FROM p JOIN c ON c.pid = p.id WHERE c.n > -9000000000 AND c.n < 9000000000 AND p.id < 9000000000",
+			where: []string{"id < 9000000000", ""}}, // no bound within int4: read whole
+		{sql: "SELECT p.id, c.id FROM p JOIN c ON c.pid = p.id WHERE c.n = $1",
+			binds: []query.Bind{{OID: 20, Format: query.FormatText, Data: []byte("9000000000")}},
+			where: []string{"", "false"}},
 	}
 	rd := &reader{pool: pool, log: newAppliedLog(), timeout: time.Minute}
 	for i, tt := range tests {

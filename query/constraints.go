@@ -178,7 +178,20 @@ var none = derived{none: true}
 // colValue converts a constant in comparison family fam into the column's
 // own form: exact says it converted exactly; never says no value of the
 // column can equal it; neither means no conversion is known.
+//
+// An integer outside the column's own type (9000000000 for an int4
+// column) is never equal to its values: it makes no constraint value,
+// which would be read back from PostgreSQL as a parameter of the column's
+// type, and fail there.
 func (dv *deriver) colValue(r *colRef, v any, fam family) (out any, exact, never bool) {
+	out, exact, never = dv.colValueOf(r, v, fam)
+	if i, ok := out.(int64); ok && exact && !intFits(i, r.oid) {
+		return nil, false, true
+	}
+	return out, exact, never
+}
+
+func (dv *deriver) colValueOf(r *colRef, v any, fam family) (out any, exact, never bool) {
 	cf := dv.c.colFamily(dv.c.column(r))
 	if cf == famFloat && fam == famFloat && r.oid == change.OIDFloat4 {
 		// A real column compares as float8: only a value a real can hold
