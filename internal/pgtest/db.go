@@ -24,7 +24,28 @@ var (
 	shared  *Cluster
 	baseDSN string // DSN of the maintenance database of the server in use
 	dbSeq   atomic.Int64
+	lazy    bool // fuzzing: the server starts at the first NewDB
 )
+
+// server returns the DSN of the server in use, starting the shared
+// cluster first when a fuzz run asks for its first database.
+func server() (string, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if baseDSN != "" || !lazy {
+		return baseDSN, nil
+	}
+	if dsn := os.Getenv(EnvDSN); dsn != "" {
+		baseDSN = dsn
+		return baseDSN, nil
+	}
+	c, err := Start(Options{})
+	if err != nil {
+		return "", err
+	}
+	shared, baseDSN = c, c.DSN("postgres")
+	return baseDSN, nil
+}
 
 // Main runs a test package's tests against one cluster: a throwaway one, or
 // the server FRESHET_TEST_DSN names. Call it from TestMain.
@@ -35,9 +56,19 @@ func Main(m *testing.M) {
 func run(m *testing.M) int {
 	if fuzzing() {
 		// A fuzz run (go test -fuzz, and each of its worker processes)
-		// runs fuzz targets only, which need no server: starting one per
-		// worker would cost seconds of every bounded fuzz run.
-		return m.Run()
+		// runs fuzz targets only, and most need no server: one is started
+		// when a target first asks for a database (NewDB), not for every
+		// worker of every target.
+		mu.Lock()
+		lazy = true
+		mu.Unlock()
+		code := m.Run()
+		mu.Lock()
+		defer mu.Unlock()
+		if shared != nil {
+			shared.Stop()
+		}
+		return code
 	}
 	if dsn := os.Getenv(EnvDSN); dsn != "" {
 		baseDSN = dsn
@@ -84,7 +115,11 @@ type DB struct {
 // replication slots in it) when the test ends.
 func NewDB(t testing.TB) *DB {
 	t.Helper()
-	if baseDSN == "" {
+	base, err := server()
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	if base == "" {
 		t.Fatal("pgtest: no server; call pgtest.Main(m) from TestMain")
 	}
 	name := fmt.Sprintf("t%d_%d_%s", os.Getpid(), dbSeq.Add(1), sanitize(t.Name()))
@@ -93,15 +128,15 @@ func NewDB(t testing.TB) *DB {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, baseDSN)
+	admin, err := pgx.Connect(ctx, base)
 	if err != nil {
-		t.Fatalf("pgtest: connect %s: %v", redact(baseDSN), err)
+		t.Fatalf("pgtest: connect %s: %v", redact(base), err)
 	}
 	defer admin.Close(ctx)
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		t.Fatalf("pgtest: create database %s: %v", name, err)
 	}
-	db := &DB{Name: name, DSN: withDatabase(baseDSN, name)}
+	db := &DB{Name: name, DSN: withDatabase(base, name)}
 	t.Cleanup(func() { dropDB(t, name) })
 	return db
 }
@@ -109,7 +144,8 @@ func NewDB(t testing.TB) *DB {
 func dropDB(t testing.TB, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, baseDSN)
+	base, _ := server()
+	admin, err := pgx.Connect(ctx, base)
 	if err != nil {
 		t.Logf("pgtest: drop %s: %v", name, err)
 		return
