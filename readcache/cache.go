@@ -361,6 +361,35 @@ func (c *Cache) Staleness() (d time.Duration, ok bool) {
 	return d, ok
 }
 
+// Position is how far every answer a hit may return is known to be
+// exact: the oldest, over the sockets that may serve reads, of the
+// positions of the heartbeats their last lag frames named. Every change
+// committed before it (a PostgreSQL LSN as one number, X<<32 | Y of its
+// X/Y form) is in every such answer. ok is false when a socket that may
+// serve reads has not named a heartbeat yet, or none may serve. With
+// writes stopped, waiting until Position passes pg_current_wal_lsn()
+// makes every hit exact (the demo's verifier checkpoints do).
+func (c *Cache) Position() (lsn uint64, ok bool) {
+	if c.entries == nil {
+		return 0, false
+	}
+	now := time.Now().UnixNano()
+	for _, s := range c.socks {
+		if !s.fresh(now) {
+			continue
+		}
+		p := s.beatLSN.Load()
+		if p == 0 {
+			return 0, false
+		}
+		if !ok || p < lsn {
+			lsn = p
+		}
+		ok = true
+	}
+	return lsn, ok
+}
+
 // Now returns the cache's clock in Unix nanoseconds: read every
 // millisecond by one goroutine, so that a hit does not pay for reading the
 // time (about 100 ns on a VM, several times per read). The adapters'

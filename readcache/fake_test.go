@@ -298,3 +298,20 @@ func TestVerdictTimeout(t *testing.T) {
 		t.Fatalf("subscriptions = %d, want 1 (one subscribe for the key)", got)
 	}
 }
+
+// Position is the heartbeat position the sockets' lag frames named (the
+// fake engine names 0/1), and unknown with no socket up.
+func TestPosition(t *testing.T) {
+	f := newFakeEngine(t)
+	c := openFake(t, f)
+	if _, ok := c.Position(); ok {
+		t.Fatal("Position known before the identity check")
+	}
+	c.Verify(Identity{SystemIdentifier: "1", Database: "db"}, nil)
+	eventually(t, func() string {
+		if lsn, ok := c.Position(); !ok || lsn != 1 {
+			return "Position() never became 0/1"
+		}
+		return ""
+	})
+}

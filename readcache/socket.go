@@ -39,6 +39,10 @@ type socket struct {
 	// beatAt is when the heartbeat the last lag frame names was written
 	// (unix nanos, the server's clock; 0 when not sent).
 	beatAt atomic.Int64
+	// beatLSN is the position of that heartbeat (0 until the first):
+	// every frame of the transactions committed before it has been
+	// handled.
+	beatLSN atomic.Uint64
 
 	mu        sync.Mutex
 	ws        *websocket.Conn
@@ -254,6 +258,7 @@ func (s *socket) down() {
 	s.up.Store(false)
 	s.lagMS.Store(-1)
 	s.beatAt.Store(0)
+	s.beatLSN.Store(0)
 	s.ws, s.hello, s.out = nil, nil, nil
 	clear(s.subs)
 	for e := range s.held {
@@ -369,6 +374,9 @@ func (s *socket) handle(f wire.Frame) {
 		s.lagAt.Store(now)
 		s.seenAt.Store(now)
 		s.c.saw(f.LSN)
+		if lsn := lsnOf(f.LSN); lsn != 0 {
+			s.beatLSN.Store(lsn)
+		}
 	case *wire.Accepted:
 		s.mu.Lock()
 		e := s.subs[f.ID]
