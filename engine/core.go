@@ -152,7 +152,12 @@ type Output struct {
 	Kind OutputKind
 	// LSN is the commit LSN of the transaction for a Delta or Touched, and
 	// the position the result is exact at for Accepted.
-	LSN     change.LSN
+	LSN change.LSN
+	// XID is, for a Delta that a transaction caused, that
+	// transaction's top-level xid (0 for one a landed read caused). The
+	// shape API sends it to clients, which compare it with the snapshots
+	// they asked for.
+	XID     uint32
 	Columns []query.Output // Accepted (rows mode): the result's columns
 	// Plan is, for Accepted, the subscription's compiled query: its
 	// ORDER BY, LIMIT and OFFSET describe the window Rows are.

@@ -621,6 +621,15 @@ func (s *state) touchSubs(v *view, lsn change.LSN) {
 	}
 }
 
+// txnXID is the xid of the transaction being finished when it committed
+// at lsn, else 0 (a delta a landed read caused).
+func (s *state) txnXID(lsn change.LSN) uint32 {
+	if s.inTxn && s.cur != nil && s.cur.lsn == lsn {
+		return s.cur.xid
+	}
+	return 0
+}
+
 // emit sends a delta to the view's subscribers.
 func (s *state) emit(v *view, d delta, lsn change.LSN) {
 	if !d.changed && !d.ties {
@@ -639,7 +648,7 @@ func (s *state) emit(v *view, d delta, lsn change.LSN) {
 		if !d.changed {
 			continue
 		}
-		o := Output{Sub: sb.id, Kind: OutputDelta, LSN: lsn}
+		o := Output{Sub: sb.id, Kind: OutputDelta, LSN: lsn, XID: s.txnXID(lsn)}
 		if v.plan.Count {
 			o.Count = d.count
 		} else {
