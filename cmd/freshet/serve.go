@@ -22,7 +22,9 @@ import (
 	"github.com/freshetdb/freshet/pgwal"
 	"github.com/freshetdb/freshet/query"
 	"github.com/freshetdb/freshet/s2s"
+	"github.com/freshetdb/freshet/shape"
 	"github.com/freshetdb/freshet/wire"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -48,6 +50,8 @@ type serveConfig struct {
 	Listen          string
 	BasePath        string
 	S2S             s2s.Config
+	Shape           shape.Config
+	shapePool       *pgxpool.Pool // the shape API's catalog and subset reads, shared by generations
 	Engine          engine.Config
 	ShutdownTimeout time.Duration
 	LogLevel        slog.Level
@@ -120,6 +124,21 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 		cpuProfile = str("cpuprofile", "FRESHET_CPUPROFILE", "", "write a CPU profile (go tool pprof) of the whole run to this file")
 		source     = str("source", "FRESHET_SOURCE", "", "where changes come from: empty follows the slot; nats://host:4222 follows the stream a 'freshet relay' publishes (docs/scale-out.md)")
 		busReplay  = dur("bus-replay", "FRESHET_BUS_REPLAY", bus.DefaultReplay, "with --source nats://: how far back in the stream the engine starts, so its first reads are checked against the transactions just before it")
+
+		shDef       = shape.DefaultConfig()
+		shDir       = str("shape-data-dir", "FRESHET_SHAPE_DATA_DIR", shDef.DataDir, "directory of the shape API's logs (docs/shape-api.md)")
+		shChunk     = num("shape-chunk-bytes", "FRESHET_SHAPE_CHUNK_BYTES", shDef.ChunkBytes, "a shape response ends once its messages reach this many bytes")
+		shMaxAge    = num("shape-max-age", "FRESHET_SHAPE_MAX_AGE", shDef.MaxAge, "cache-control max-age (seconds) of non-live shape responses")
+		shStale     = num("shape-stale-age", "FRESHET_SHAPE_STALE_AGE", shDef.StaleAge, "cache-control stale-while-revalidate (seconds) of non-live shape responses")
+		shLongPoll  = dur("shape-long-poll", "FRESHET_SHAPE_LONG_POLL", shDef.LongPoll, "how long a live shape request is held")
+		shSSE       = dur("shape-sse-timeout", "FRESHET_SHAPE_SSE_TIMEOUT", shDef.SSETimeout, "how long a shape SSE stream lasts")
+		shMaxShapes = num("shape-max-shapes", "FRESHET_SHAPE_MAX_SHAPES", shDef.MaxShapes, "most shapes; creating another answers 503")
+		shIdle      = dur("shape-idle-expiry", "FRESHET_SHAPE_IDLE_EXPIRY", shDef.IdleExpiry, "a shape no request used for this long is removed")
+		shRetention = dur("shape-retention", "FRESHET_SHAPE_RETENTION", shDef.Retention, "how long a superseded shape snapshot and its log stay readable")
+		shSecret    = fs.String("shape-secret", "", "secret the shape API requires (?secret= or Authorization: Bearer; default $FRESHET_SHAPE_SECRET; prefer the variable)")
+		shInsecure  = optBool(fs, "shape-insecure", "serve the shape API without a secret, where anyone who reaches the port reads the allowed tables; a bool flag ($FRESHET_SHAPE_INSECURE)")
+		shTables    = str("shape-tables", "FRESHET_SHAPE_TABLES", "", "allow-list of tables (and columns) the shape API serves, e.g. public.items,users(id,name); default every table of the publication")
+		shAllowDel  = optBool(fs, "shape-allow-deletion", "allow DELETE /v1/shape; a bool flag ($FRESHET_SHAPE_ALLOW_DELETION)")
 	)
 	fs.Usage = func() { printFlags(fs, serveUsage) }
 	bad := func(format string, a ...any) error {
@@ -182,6 +201,53 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 		}
 		*n.dst = v
 	}
+	cfg.Shape = shDef
+	cfg.Shape.DataDir = *shDir
+	for _, n := range []struct {
+		name string
+		s    *string
+		dst  *int
+	}{
+		{"shape-chunk-bytes", shChunk, &cfg.Shape.ChunkBytes},
+		{"shape-max-age", shMaxAge, &cfg.Shape.MaxAge},
+		{"shape-stale-age", shStale, &cfg.Shape.StaleAge},
+		{"shape-max-shapes", shMaxShapes, &cfg.Shape.MaxShapes},
+	} {
+		v, err := strconv.Atoi(strings.TrimSpace(*n.s))
+		if err != nil || v < 0 {
+			return nil, bad("--%s %q: want a whole number >= 0", n.name, *n.s)
+		}
+		*n.dst = v
+	}
+	for _, d := range []struct {
+		name string
+		s    *string
+		dst  *time.Duration
+	}{
+		{"shape-long-poll", shLongPoll, &cfg.Shape.LongPoll},
+		{"shape-sse-timeout", shSSE, &cfg.Shape.SSETimeout},
+		{"shape-idle-expiry", shIdle, &cfg.Shape.IdleExpiry},
+		{"shape-retention", shRetention, &cfg.Shape.Retention},
+	} {
+		v, err := time.ParseDuration(strings.TrimSpace(*d.s))
+		if err != nil || v <= 0 {
+			return nil, bad("--%s %q: want a positive duration like 500ms or 10s", d.name, *d.s)
+		}
+		*d.dst = v
+	}
+	cfg.Shape.Secret = *shSecret
+	if cfg.Shape.Secret == "" {
+		cfg.Shape.Secret = os.Getenv("FRESHET_SHAPE_SECRET")
+	}
+	if cfg.Shape.Insecure, err = boolFlag(fs, "shape-insecure", *shInsecure, "FRESHET_SHAPE_INSECURE"); err != nil {
+		return nil, bad("%v", err)
+	}
+	if cfg.Shape.AllowDeletion, err = boolFlag(fs, "shape-allow-deletion", *shAllowDel, "FRESHET_SHAPE_ALLOW_DELETION"); err != nil {
+		return nil, bad("%v", err)
+	}
+	if cfg.Shape.Tables, err = shape.ParseTables(*shTables); err != nil {
+		return nil, bad("--shape-tables: %v", err)
+	}
 	if cfg.Engine.RowLimit == 0 {
 		cfg.Engine.RowLimit = -1 // the engine's "no limit"
 	}
@@ -241,6 +307,39 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 	return cfg, nil
 }
 
+// optBool is a bool flag whose text is kept (parsed by boolFlag, so that
+// an unset flag falls back to its environment variable).
+type optBoolValue struct{ v string }
+
+func (b *optBoolValue) String() string     { return b.v }
+func (b *optBoolValue) Set(s string) error { b.v = s; return nil }
+func (b *optBoolValue) IsBoolFlag() bool   { return true }
+
+func optBool(fs *flag.FlagSet, name, help string) *string {
+	v := &optBoolValue{}
+	fs.Var(v, name, help)
+	return &v.v
+}
+
+// boolFlag reads a flag that may be given alone (--name, true) or with a
+// value (--name=false), else its environment variable, else false.
+func boolFlag(fs *flag.FlagSet, name, given, env string) (bool, error) {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	v := given
+	if !set {
+		v = os.Getenv(env)
+	}
+	if v == "" {
+		return set, nil
+	}
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		return false, fmt.Errorf("--%s %q: want true or false", name, v)
+	}
+	return b, nil
+}
+
 // runServe implements `freshet serve`.
 func (m *Main) runServe(ctx context.Context, args []string) error {
 	cfg, err := m.parseServeFlags(args)
@@ -297,6 +396,13 @@ func (m *Main) serve(ctx context.Context, cfg *serveConfig) error {
 		return err
 	}
 	defer st.Close()
+	if cfg.shapePool, err = pgxpool.New(ctx, cfg.ReadDSN); err != nil {
+		return fmt.Errorf("open the shape API's pool on --read-dsn: %w", err)
+	}
+	defer cfg.shapePool.Close()
+	if !cfg.Shape.Insecure && cfg.Shape.Secret == "" {
+		log.Warn("shape API: no secret (--shape-secret / FRESHET_SHAPE_SECRET) and not --shape-insecure: every /v1/shape request answers 401")
+	}
 
 	// One generation is one engine and its s2s server on one run of the
 	// stream. A slot-fed server has one: when its stream stops, it exits.
@@ -310,6 +416,12 @@ func (m *Main) serve(ctx context.Context, cfg *serveConfig) error {
 	mux.Handle(b+wire.Path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cur.Load().srv.ServeHTTP(w, r)
 	}))
+	// The shape API: each generation has its own shape server on its
+	// engine, over the same data directory (a new generation reloads the
+	// shapes and hydrates them again, as a restart does).
+	mux.Handle(b+"/v1/", http.StripPrefix(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cur.Load().shapes.ServeHTTP(w, r)
+	})))
 	mux.HandleFunc(b+"/healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
@@ -436,6 +548,8 @@ type generation struct {
 	srv *s2s.Server
 	reg *prometheus.Registry
 	rt  rates
+	// shapes is the shape API on this generation's engine.
+	shapes *shape.Server
 }
 
 // newGeneration opens the stream's source and starts an engine and an s2s
@@ -467,6 +581,14 @@ func newGeneration(ctx context.Context, cfg *serveConfig, st *serveStream, log *
 	if err := metrics.Register(g.reg, g.srv); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
+	shcfg := cfg.Shape
+	shcfg.Engine, shcfg.Pool, shcfg.Types, shcfg.Publication, shcfg.Logger = g.eng, cfg.shapePool, st.Types(), cfg.Stream.Publication, log
+	shcfg.ServerVersion, shcfg.Ready = Version, g.tap.Passed
+	if g.shapes, err = shape.Open(ctx, shcfg); err != nil {
+		g.eng.Close()
+		src.Close()
+		return nil, err
+	}
 	t := g.tap
 	g.reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "freshet_transactions_total", Help: "Committed transactions read from the stream."},
@@ -492,6 +614,9 @@ func (g *generation) close(ctx context.Context, log *slog.Logger, lost error) {
 	}
 	if err := closeAll(ctx); err != nil {
 		log.Warn("shutdown", "err", err)
+	}
+	if err := g.shapes.Close(); err != nil {
+		log.Warn("close shape API", "err", err)
 	}
 	if err := g.eng.Close(); err != nil {
 		log.Warn("close engine", "err", err)

@@ -1,0 +1,547 @@
+package shape
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"io"
+	"math/big"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The exposed headers and methods Electric's server sends.
+const (
+	exposeHeaders = "electric-cursor,electric-handle,electric-has-data,electric-offset,electric-schema,electric-up-to-date,electric-internal-known-error,retry-after"
+	shapeMethods  = "GET, POST, HEAD, DELETE, OPTIONS"
+	otherMethods  = "GET, HEAD"
+	cacheMinusOne = "public, max-age=604800, s-maxage=3600, stale-while-revalidate=2629746"
+	cacheLive     = "public, max-age=5, stale-while-revalidate=5"
+	jsonType      = "application/json; charset=utf-8"
+)
+
+var mustRefetchBody = []byte(`[{"headers":{"control":"must-refetch"}}]`)
+
+// Handler returns the handler to mount at {base}/v1/ (it serves
+// {base}/v1/shape and {base}/v1/health; base is stripped by the caller or
+// given here).
+func (srv *Server) Handler(base string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := path.Clean("/" + strings.TrimPrefix(r.URL.Path, base))
+		srv.serve(w, r, p)
+	})
+}
+
+// ServeHTTP serves requests whose path is /v1/shape or /v1/health.
+func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	srv.serve(w, r, path.Clean("/"+r.URL.Path))
+}
+
+func (srv *Server) serve(w http.ResponseWriter, r *http.Request, p string) {
+	h := w.Header()
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	h.Set("x-request-id", hex.EncodeToString(id[:]))
+	h.Set("electric-server", "Freshet/"+srv.cfg.ServerVersion)
+	if o := r.Header.Get("Origin"); o != "" {
+		h.Set("access-control-allow-origin", o)
+	} else {
+		h.Set("access-control-allow-origin", "*")
+	}
+	h.Set("access-control-expose-headers", exposeHeaders)
+	switch p {
+	case "/v1/health":
+		h.Set("access-control-allow-methods", otherMethods)
+		srv.health(w, r)
+		return
+	case "/v1/shape":
+	default:
+		h.Set("access-control-allow-methods", otherMethods)
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, "Not found")
+		return
+	}
+	h.Set("access-control-allow-methods", shapeMethods)
+	if r.Method == http.MethodOptions {
+		srv.options(w, r)
+		return
+	}
+	if !srv.authorized(r) {
+		writeError(w, http.StatusUnauthorized, []byte(`{"message":"Unauthorized - Invalid API secret"}`))
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodPost:
+		srv.serveShape(w, r)
+	case http.MethodDelete:
+		srv.deleteShape(w, r)
+	default:
+		writeError(w, http.StatusNotFound, []byte("Not found"))
+	}
+}
+
+func (srv *Server) authorized(r *http.Request) bool {
+	if srv.cfg.Insecure {
+		return true
+	}
+	if srv.cfg.Secret == "" {
+		return false // neither a secret nor insecure on purpose
+	}
+	q := r.URL.Query()
+	got := q.Get("secret")
+	if got == "" {
+		got = q.Get("api_secret")
+	}
+	if got == "" {
+		if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") {
+			got = strings.TrimPrefix(a, "Bearer ")
+		}
+	}
+	return subtle.ConstantTimeCompare([]byte(got), []byte(srv.cfg.Secret)) == 1
+}
+
+func (srv *Server) health(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("cache-control", "no-cache, no-store, must-revalidate")
+	h.Set("content-type", jsonType)
+	if srv.cfg.Ready != nil && !srv.cfg.Ready() {
+		w.WriteHeader(http.StatusAccepted)
+		io.WriteString(w, `{"status":"starting"}`)
+		return
+	}
+	io.WriteString(w, `{"status":"active"}`)
+}
+
+func (srv *Server) options(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("access-control-max-age", "86400")
+	var allowed []string
+	for _, x := range strings.Split(r.Header.Get("Access-Control-Request-Headers"), ",") {
+		x = strings.ToLower(strings.TrimSpace(x))
+		if x == "if-none-match" || x == "traceparent" {
+			allowed = append(allowed, x)
+		}
+	}
+	if len(allowed) > 0 {
+		h.Set("access-control-allow-headers", strings.Join(allowed, ", "))
+	}
+	h.Set("connection", "keep-alive")
+	h.Set("cache-control", "public, max-age=86400")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// writeError answers a status >= 400 that must not be cached.
+func writeError(w http.ResponseWriter, code int, body []byte) {
+	h := w.Header()
+	h.Set("cache-control", "no-store")
+	h.Set("surrogate-control", "no-store")
+	if len(body) > 0 && (body[0] == '{' || body[0] == '[') {
+		h.Set("content-type", jsonType)
+	}
+	w.WriteHeader(code)
+	w.Write(body)
+}
+
+func writeFieldErrors(w http.ResponseWriter, fe *fieldErrors) {
+	writeError(w, http.StatusBadRequest, fe.body())
+}
+
+func (srv *Server) unavailable(w http.ResponseWriter, retry int, body string) {
+	w.Header().Set("retry-after", strconv.Itoa(retry))
+	writeError(w, http.StatusServiceUnavailable, []byte(body))
+}
+
+func (srv *Server) internalError(w http.ResponseWriter, err error) {
+	srv.log.Error("shape: request failed", "err", err)
+	writeError(w, http.StatusInternalServerError, []byte(`{"error":"Internal server error"}`))
+}
+
+// mustRefetch answers 409 with the handle of the shape that now matches.
+func (srv *Server) mustRefetch(w http.ResponseWriter, handle string) {
+	h := w.Header()
+	if handle != "" {
+		h.Set("electric-handle", handle)
+		h.Set("cache-control", "public, max-age=60, must-revalidate")
+	} else {
+		h.Set("cache-control", "public, max-age=1, must-revalidate")
+	}
+	h.Set("content-type", jsonType)
+	w.WriteHeader(http.StatusConflict)
+	w.Write(mustRefetchBody)
+}
+
+// createErr answers a failure of getOrCreate.
+func (srv *Server) createErr(w http.ResponseWriter, fe *fieldErrors, err error) {
+	switch {
+	case fe != nil:
+		writeFieldErrors(w, fe)
+	case errors.Is(err, errShapeLimit):
+		srv.unavailable(w, 5, `{"code":"shape_limit_exceeded","message":"The server holds its most shapes (--shape-max-shapes `+strconv.Itoa(srv.cfg.MaxShapes)+`), please retry"}`)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		srv.unavailable(w, 1, `{"code":"shape_creation_failed","message":"Shape creation did not finish, please retry"}`)
+	default:
+		srv.log.Warn("shape: create", "err", err)
+		srv.unavailable(w, 10, `{"code":"database_unreachable","error":"Database is unreachable"}`)
+	}
+}
+
+// electric's cursor epoch: 2024-10-09T00:00:00Z.
+var cursorEpoch = time.Date(2024, 10, 9, 0, 0, 0, 0, time.UTC)
+
+// nextCursor is the live cursor: the end of the current long-poll window,
+// moved on randomly when the client already sent it (so a CDN's cached
+// empty answer is never served again).
+func (srv *Server) nextCursor(prev string) string {
+	t := int64(srv.cfg.LongPoll / time.Second)
+	if t < 1 {
+		t = 1
+	}
+	secs := int64(time.Since(cursorEpoch) / time.Second)
+	c := (secs + t - 1) / t * t
+	if p, err := strconv.ParseInt(prev, 10, 64); err == nil && c <= p {
+		n, _ := rand.Int(rand.Reader, big.NewInt(3600))
+		c = p + 1 + n.Int64()
+	}
+	return strconv.FormatInt(c, 10)
+}
+
+func upToDateMsg(lsn uint64) []byte {
+	b := []byte(`{"headers":{"control":"up-to-date","global_last_seen_lsn":"`)
+	b = strconv.AppendUint(b, lsn, 10)
+	return append(b, `"}}`...)
+}
+
+// waitFirst waits until s can answer: it has its first generation (or,
+// with needReady, is live), or is gone; for at most d.
+func (s *Shape) waitFirst(ctx context.Context, d time.Duration, needReady bool) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		done := s.st == gone || (len(s.gens) > 0 && (!needReady || s.st == ready))
+		ch := s.changed
+		s.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (srv *Server) serveShape(w http.ResponseWriter, r *http.Request) {
+	req, fe := parseRequest(r.URL.Query())
+	if fe != nil {
+		writeFieldErrors(w, fe)
+		return
+	}
+	if r.Method == http.MethodPost {
+		body, err := io.ReadAll(io.LimitReader(r.Body, srv.cfg.MaxBodyBytes+1))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, []byte(`{"error":"Request body could not be read"}`))
+			return
+		}
+		if int64(len(body)) > srv.cfg.MaxBodyBytes {
+			writeError(w, http.StatusRequestEntityTooLarge, []byte(`{"error":"Request body too large"}`))
+			return
+		}
+		if len(bytes.TrimSpace(body)) > 0 {
+			sp, code, eb := parseSubsetBody(body)
+			if code != 0 {
+				writeError(w, code, eb)
+				return
+			}
+			req.subset = sp
+		}
+	}
+	ctx := r.Context()
+	var s *Shape
+	start := req.now || req.offset.Before
+	if start {
+		var err error
+		s, fe, err = srv.getOrCreate(ctx, req.def)
+		if s == nil {
+			srv.createErr(w, fe, err)
+			return
+		}
+	} else {
+		s = srv.lookup(req.handle)
+		if s == nil || s.def.id() != req.def.id() {
+			m, fe, err := srv.getOrCreate(ctx, req.def)
+			if m == nil {
+				srv.createErr(w, fe, err)
+				return
+			}
+			srv.mustRefetch(w, m.Handle())
+			return
+		}
+	}
+	handle := req.handle
+	if start {
+		handle = s.Handle()
+	}
+	s.mu.Lock()
+	s.used = time.Now()
+	s.mu.Unlock()
+	if !s.waitFirst(ctx, srv.cfg.LongPoll, req.now || req.subset != nil) {
+		srv.unavailable(w, 1, `{"code":"snapshot_pending","message":"The shape's first snapshot is not ready yet, please retry"}`)
+		return
+	}
+	s.mu.Lock()
+	st, why, failCode := s.st, s.why, s.failCode
+	s.mu.Unlock()
+	if st == gone {
+		if failCode != 0 {
+			fe := &fieldErrors{}
+			fe.add("shape", why)
+			writeError(w, failCode, fe.body())
+			return
+		}
+		srv.refetchFor(w, ctx, req.def)
+		return
+	}
+	if req.subset != nil {
+		srv.serveSubset(w, r, s, req, handle)
+		return
+	}
+	if req.now {
+		srv.serveNow(w, s, handle)
+		return
+	}
+	if req.sse {
+		srv.serveSSE(w, r, s, req, handle)
+		return
+	}
+	srv.serveLog(w, r, s, req, handle)
+}
+
+// refetchFor answers 409 pointing at the (new) shape for def.
+func (srv *Server) refetchFor(w http.ResponseWriter, ctx context.Context, def definition) {
+	m, fe, err := srv.getOrCreate(ctx, def)
+	if m == nil {
+		srv.createErr(w, fe, err)
+		return
+	}
+	srv.mustRefetch(w, m.Handle())
+}
+
+func (srv *Server) serveNow(w http.ResponseWriter, s *Shape, handle string) {
+	pos := uint64(srv.cfg.Engine.Position())
+	s.mu.Lock()
+	latest, seen := s.latest, s.resumeLocked(pos)
+	s.mu.Unlock()
+	h := w.Header()
+	h.Set("electric-handle", handle)
+	h.Set("electric-offset", latest.String())
+	h.Set("electric-schema", s.schema)
+	h.Set("electric-up-to-date", "")
+	h.Set("electric-has-data", "false")
+	h.Set("cache-control", "public, max-age="+strconv.Itoa(srv.cfg.MaxAge)+", stale-while-revalidate="+strconv.Itoa(srv.cfg.StaleAge))
+	h.Set("content-type", jsonType)
+	body := append([]byte{'['}, upToDateMsg(seen)...)
+	w.Write(append(body, ']'))
+}
+
+// serveLog answers a normal or long-polling request.
+func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, req *request, handle string) {
+	ctx := r.Context()
+	deadline := time.Now().Add(srv.cfg.LongPoll)
+	oobDeadline := time.Now().Add(srv.cfg.LongPoll / 2)
+	for {
+		pos := uint64(srv.cfg.Engine.Position())
+		s.mu.Lock()
+		res, loc := s.readLocked(req.offset, srv.cfg.ChunkBytes)
+		seen := s.resumeLocked(pos)
+		st, ch, latest := s.st, s.changed, s.latest
+		if res.stale {
+			// An offset older than what is kept: start again. The
+			// handle the client holds must not come back (Electric's
+			// client takes a reused handle for a stale cache), so the
+			// shape takes a new one.
+			if s.handleLocked() == handle {
+				s.handles = append(s.handles, newHandle())
+				if err := s.saveMetaLocked(); err != nil {
+					srv.log.Warn("shape: save new handle", "err", err)
+				}
+				srv.mu.Lock()
+				srv.byHandle[s.handleLocked()] = s
+				srv.mu.Unlock()
+			}
+			cur := s.handleLocked()
+			s.mu.Unlock()
+			srv.mustRefetch(w, cur)
+			return
+		}
+		s.mu.Unlock()
+		if st == gone {
+			srv.refetchFor(w, ctx, req.def)
+			return
+		}
+		oob := !req.offset.Virtual() && !req.offset.Before && req.offset.Compare(latest) > 0 && req.offset.Compare(Offset{Tx: seen}) > 0
+		empty := loc == nil && len(res.msgs) == 0
+		wait := res.wait || (empty && !res.upToDate) || oob || (req.live && empty)
+		if wait {
+			limit := deadline
+			if oob {
+				limit = oobDeadline
+			}
+			left := time.Until(limit)
+			if left > 0 {
+				t := time.NewTimer(left)
+				select {
+				case <-ch:
+					t.Stop()
+					continue
+				case <-t.C:
+					continue
+				case <-ctx.Done():
+					t.Stop()
+					return
+				}
+			}
+			if oob {
+				fe := &fieldErrors{}
+				fe.add("offset", "out of bounds for this shape")
+				writeFieldErrors(w, fe)
+				return
+			}
+			if !req.live && !res.upToDate {
+				srv.unavailable(w, 1, `{"code":"shape_not_ready","message":"The shape is catching up after a restart, please retry"}`)
+				return
+			}
+		}
+		var chunk []byte
+		if loc != nil {
+			b, err := readChunk(loc.file, loc.r)
+			if err != nil {
+				// The generation was collected meanwhile.
+				srv.mustRefetch(w, s.Handle())
+				return
+			}
+			chunk = b
+		}
+		srv.writeLog(w, r, s, req, handle, res, chunk, seen)
+		return
+	}
+}
+
+func (srv *Server) writeLog(w http.ResponseWriter, r *http.Request, s *Shape, req *request, handle string, res chunkResult, chunk []byte, seen uint64) {
+	h := w.Header()
+	empty := len(res.msgs) == 0 && len(chunk) == 0 && !res.snapshot
+	reqOff := req.offset.String()
+	etag := `"` + handle + ":" + reqOff + ":" + res.end.String()
+	if req.live && empty {
+		etag += ":" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	}
+	etag += `"`
+	h.Set("electric-handle", handle)
+	h.Set("electric-offset", res.end.String())
+	h.Set("etag", etag)
+	switch {
+	case req.offset.Before:
+		h.Set("cache-control", cacheMinusOne)
+	case req.live:
+		h.Set("cache-control", cacheLive)
+	default:
+		h.Set("cache-control", "public, max-age="+strconv.Itoa(srv.cfg.MaxAge)+", stale-while-revalidate="+strconv.Itoa(srv.cfg.StaleAge))
+	}
+	if req.live {
+		h.Set("electric-cursor", srv.nextCursor(req.cursor))
+	} else {
+		h.Set("electric-schema", s.schema)
+	}
+	upToDate := res.upToDate && !req.offset.Before
+	if upToDate {
+		h.Set("electric-up-to-date", "")
+	}
+	if empty && (req.live || upToDate) {
+		h.Set("electric-has-data", "false")
+	} else {
+		h.Set("electric-has-data", "true")
+	}
+	if inm := r.Header.Get("If-None-Match"); inm != "" {
+		for _, t := range strings.Split(inm, ",") {
+			if strings.Trim(strings.TrimSpace(t), `"`) == strings.Trim(etag, `"`) {
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+		}
+	}
+	h.Set("content-type", jsonType)
+	n := 2 + len(chunk)
+	for _, m := range res.msgs {
+		n += len(m) + 1
+	}
+	body := make([]byte, 0, n+96)
+	body = append(body, '[')
+	body = append(body, chunk...)
+	for i, m := range res.msgs {
+		if i > 0 || len(chunk) > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, m...)
+	}
+	if upToDate {
+		if len(body) > 1 {
+			body = append(body, ',')
+		}
+		body = append(body, upToDateMsg(seen)...)
+	}
+	body = append(body, ']')
+	h.Set("content-length", strconv.Itoa(len(body)))
+	w.Write(body)
+}
+
+func (srv *Server) deleteShape(w http.ResponseWriter, r *http.Request) {
+	if !srv.cfg.AllowDeletion {
+		writeError(w, http.StatusMethodNotAllowed, []byte(`{"message":"DELETE not allowed"}`))
+		return
+	}
+	q := r.URL.Query()
+	handle := q.Get("handle")
+	var s *Shape
+	if q.Get("table") != "" {
+		q.Set("offset", "-1")
+		req, fe := parseRequest(q)
+		if fe != nil {
+			writeFieldErrors(w, fe)
+			return
+		}
+		srv.mu.Lock()
+		s = srv.byDef[req.def.id()]
+		srv.mu.Unlock()
+		if s != nil && handle != "" && srv.lookup(handle) != s {
+			fe := &fieldErrors{}
+			fe.add("handle", "The specified shape definition and handle do not match. Please ensure the shape definition is correct or omit the shape handle from the request to obtain a new one.")
+			writeFieldErrors(w, fe)
+			return
+		}
+	} else if handle != "" {
+		s = srv.lookup(handle)
+	} else {
+		fe := &fieldErrors{}
+		fe.add("handle", "can't be blank when shape definition is missing")
+		writeFieldErrors(w, fe)
+		return
+	}
+	if s == nil {
+		writeError(w, http.StatusNotFound, []byte(`{"message":"No existing shape found"}`))
+		return
+	}
+	s.mu.Lock()
+	s.goneLocked("deleted")
+	s.mu.Unlock()
+	w.Header().Set("cache-control", "no-cache")
+	w.WriteHeader(http.StatusAccepted)
+}

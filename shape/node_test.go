@@ -1,0 +1,117 @@
+package shape_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/freshetdb/freshet/internal/pgtest"
+	"github.com/freshetdb/freshet/internal/servetest"
+)
+
+var npmOnce sync.Once
+var npmErr error
+
+// npmCI installs the Node tests' pinned dependencies (package-lock.json)
+// once per test process.
+func npmCI(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("nodetest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	npmOnce.Do(func() {
+		if _, err := exec.LookPath("npm"); err != nil {
+			npmErr = err
+			return
+		}
+		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			npmErr = errorf("npm ci in %s: %v\n%s", dir, err, out)
+		}
+	})
+	if npmErr != nil {
+		t.Fatalf("the Node tests need Node.js and npm (apt-get install nodejs npm): %v", npmErr)
+	}
+	return dir
+}
+
+type strErr string
+
+func (e strErr) Error() string { return string(e) }
+
+func errorf(format string, a ...any) error { return strErr(sprintf(format, a...)) }
+
+// TestElectricClient runs the Node tests (shape/nodetest/test/*.test.mjs):
+// the real @electric-sql/client, pinned in package-lock.json, against a
+// real `freshet serve` and PostgreSQL. The tests reach a control endpoint
+// here to SIGKILL and restart the server mid-stream.
+func TestElectricClient(t *testing.T) {
+	dir := npmCI(t)
+	db := pgtest.NewDB(t)
+	data := t.TempDir()
+	srv := servetest.Start(t, servetest.Options{DSN: db.DSN, Slot: servetest.SlotFor("shn_", db.Name),
+		Args: []string{"--shape-insecure", "--shape-data-dir", data, "--shape-chunk-bytes", "10000",
+			"--shape-allow-deletion", "--shape-long-poll", "20s", "--shape-retention", "1m"}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	ctl := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch r.URL.Path {
+		case "/kill-restart":
+			srv.Restart()
+		case "/restart":
+			srv.RestartGracefully()
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte("ok"))
+	})}
+	go ctl.Serve(ln)
+	t.Cleanup(func() { ctl.Close() })
+	args := []string{"--test", "--test-concurrency=1", "--test-reporter=spec"}
+	if f := os.Getenv("SHAPE_NODE_TESTS"); f != "" {
+		args = append(args, strings.Fields(f)...)
+	} else {
+		args = append(args, "test/")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "FRESHET_URL=http://"+srv.Addr, "DATABASE_URL="+db.DSN, "CONTROL_URL=http://"+ln.Addr().String())
+	var buf strings.Builder
+	var w io.Writer = &buf
+	if testing.Verbose() {
+		w = io.MultiWriter(&buf, os.Stderr)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	err = cmd.Run()
+	out := buf.String()
+	t.Logf("node --test:\n%s", out)
+	if err != nil {
+		t.Fatalf("the Node tests failed (%v); the server printed:\n%s", err, tailOf(srv.Log(), 4000))
+	}
+}
+
+func tailOf(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}

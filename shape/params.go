@@ -1,0 +1,449 @@
+package shape
+
+import (
+	"encoding/json"
+	"errors"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// definition is what identifies a shape: two requests with equal
+// definitions share one shape.
+type definition struct {
+	Schema  string   `json:"schema"`
+	Table   string   `json:"table"`
+	Where   string   `json:"where,omitempty"`
+	Params  []string `json:"params,omitempty"`  // $1, $2, ... in order
+	Columns []string `json:"columns,omitempty"` // nil: every column
+	Replica string   `json:"replica"`           // default or full
+	Log     string   `json:"log"`               // full or changes_only
+}
+
+// id is the definition's identity, a canonical JSON text.
+func (d definition) id() string {
+	b, _ := json.Marshal(d)
+	return string(b)
+}
+
+// changesOnly reports log=changes_only (no initial snapshot).
+func (d definition) changesOnly() bool { return d.Log == "changes_only" }
+
+// full reports replica=full.
+func (d definition) full() bool { return d.Replica == "full" }
+
+// request is a parsed GET /v1/shape.
+type request struct {
+	def    definition
+	offset Offset
+	now    bool // offset=now
+	handle string
+	live   bool
+	sse    bool
+	cursor string
+	subset *subsetParams
+}
+
+// subsetParams are a subset snapshot's parameters (subset__* or a POST
+// body).
+type subsetParams struct {
+	Where   string
+	Params  map[string]string
+	Limit   *int64
+	Offset  *int64
+	OrderBy string
+}
+
+// fieldErrors are 400 validation errors by field, as Electric answers
+// them: {"message":"Invalid request","errors":{"field":["..."]}}.
+type fieldErrors struct {
+	order []string
+	msgs  map[string][]string
+}
+
+func (e *fieldErrors) add(field, msg string) {
+	if e.msgs == nil {
+		e.msgs = map[string][]string{}
+	}
+	if _, ok := e.msgs[field]; !ok {
+		e.order = append(e.order, field)
+	}
+	e.msgs[field] = append(e.msgs[field], msg)
+}
+
+func (e *fieldErrors) empty() bool { return len(e.order) == 0 }
+
+// body is the 400 response body.
+func (e *fieldErrors) body() []byte {
+	b := []byte(`{"message":"Invalid request","errors":{`)
+	for i, f := range e.order {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, f)
+		b = append(b, ":["...)
+		for j, m := range e.msgs[f] {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, m)
+		}
+		b = append(b, ']')
+	}
+	return append(b, "}}"...)
+}
+
+// parseRequest reads the query string. Unknown parameters are ignored, as
+// Electric's server ignores them (clients add their own).
+func parseRequest(q url.Values) (*request, *fieldErrors) {
+	var errs fieldErrors
+	r := &request{}
+	table := q.Get("table")
+	if table == "" {
+		errs.add("table", "can't be blank")
+	} else if schema, name, err := parseTable(table); err != nil {
+		errs.add("table", err.Error())
+	} else {
+		r.def.Schema, r.def.Table = schema, name
+	}
+	off := q.Get("offset")
+	switch off {
+	case "":
+		errs.add("offset", "can't be blank")
+	case "now":
+		r.now = true
+	default:
+		o, err := parseOffset(off)
+		if err != nil {
+			errs.add("offset", err.Error())
+		}
+		r.offset = o
+	}
+	start := r.now || (off != "" && r.offset.Before)
+	if !start {
+		r.handle = q.Get("handle")
+		if r.handle == "" && off != "" {
+			errs.add("handle", "can't be blank when offset != -1")
+		}
+	}
+	if v, ok := q["live"]; ok && len(v) > 0 {
+		r.live = v[0] != "false"
+	}
+	if r.live && off == "-1" {
+		errs.add("live", "can't be true when offset == -1")
+	} else if r.live && r.now {
+		errs.add("live", "can't be true when offset is 'now'")
+	}
+	for _, name := range []string{"live_sse", "experimental_live_sse"} {
+		if v, ok := q[name]; ok && len(v) > 0 && v[0] != "false" {
+			r.sse = true
+		}
+	}
+	if r.sse && !r.live {
+		errs.add("live_sse", "can't be true unless live is also true")
+		r.sse = false
+	}
+	r.cursor = q.Get("cursor")
+	r.def.Where = q.Get("where")
+	r.def.Params = parseParams(q, &errs)
+	if c, ok := q["columns"]; ok {
+		cols, err := parseColumns(c[0])
+		if err != nil {
+			errs.add("columns", err.Error())
+		} else {
+			r.def.Columns = cols
+		}
+	}
+	r.def.Replica = "default"
+	switch v := q.Get("replica"); v {
+	case "", "default":
+	case "full":
+		r.def.Replica = "full"
+	default:
+		errs.add("replica", "is invalid")
+	}
+	r.def.Log = "full"
+	switch v := q.Get("log"); v {
+	case "", "full":
+	case "changes_only":
+		r.def.Log = "changes_only"
+	default:
+		errs.add("log", "is invalid")
+	}
+	sub, err := parseSubsetQuery(q)
+	if err != "" {
+		errs.add("subset", err)
+	}
+	r.subset = sub
+	if errs.empty() {
+		return r, nil
+	}
+	return r, &errs
+}
+
+// parseParams reads params[1]=v&params[2]=w (and the JSON form
+// params={"1":"v"}). The list is dense: $n for n up to the highest given.
+func parseParams(q url.Values, errs *fieldErrors) []string {
+	got := map[int]string{}
+	for k, v := range q {
+		if !strings.HasPrefix(k, "params[") || !strings.HasSuffix(k, "]") || len(v) == 0 {
+			continue
+		}
+		n, err := strconv.Atoi(k[len("params[") : len(k)-1])
+		if err != nil || n < 1 || n > 65535 {
+			errs.add("params", "keys must be positive integers, like params[1]")
+			continue
+		}
+		got[n] = v[0]
+	}
+	if j := q.Get("params"); j != "" {
+		var m map[string]string
+		if err := json.Unmarshal([]byte(j), &m); err != nil {
+			errs.add("params", "params must be valid JSON")
+		}
+		for k, v := range m {
+			n, err := strconv.Atoi(k)
+			if err != nil || n < 1 || n > 65535 {
+				errs.add("params", "keys must be positive integers")
+				continue
+			}
+			got[n] = v
+		}
+	}
+	if len(got) == 0 {
+		return nil
+	}
+	keys := make([]int, 0, len(got))
+	for k := range got {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	out := make([]string, keys[len(keys)-1])
+	for i := range out {
+		v, ok := got[i+1]
+		if !ok {
+			errs.add("params", "param $"+strconv.Itoa(i+1)+" is missing (params must be numbered from 1 without gaps)")
+			return nil
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// parseTable reads name or schema.name with PostgreSQL's identifier rules.
+func parseTable(s string) (schema, name string, err error) {
+	parts, err := splitIdents(s, '.')
+	if err != nil {
+		return "", "", err
+	}
+	switch len(parts) {
+	case 1:
+		return "public", parts[0], nil
+	case 2:
+		return parts[0], parts[1], nil
+	}
+	return "", "", errors.New("Invalid table name: use name or schema.name, quoting names with capitals or special characters")
+}
+
+// parseColumns reads a comma-separated list of identifiers.
+func parseColumns(s string) ([]string, error) {
+	cols, err := splitIdents(s, ',')
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	out := cols[:0]
+	for _, c := range cols {
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// splitIdents splits on sep outside double quotes; unquoted parts are
+// lower-cased and trimmed, quoted ones kept with "" as a quote.
+func splitIdents(s string, sep byte) ([]string, error) {
+	var out []string
+	i := 0
+	for {
+		for i < len(s) && s[i] == ' ' {
+			i++
+		}
+		var id string
+		if i < len(s) && s[i] == '"' {
+			var b strings.Builder
+			i++
+			closed := false
+			for i < len(s) {
+				if s[i] == '"' {
+					if i+1 < len(s) && s[i+1] == '"' {
+						b.WriteByte('"')
+						i += 2
+						continue
+					}
+					i++
+					closed = true
+					break
+				}
+				b.WriteByte(s[i])
+				i++
+			}
+			if !closed {
+				return nil, errors.New("Invalid unterminated quoted identifier")
+			}
+			id = b.String()
+			if id == "" {
+				return nil, errors.New("Invalid zero-length delimited identifier")
+			}
+			for i < len(s) && s[i] == ' ' {
+				i++
+			}
+		} else {
+			j := i
+			for j < len(s) && s[j] != sep {
+				if s[j] == '"' {
+					return nil, errors.New("Invalid identifier: a quote inside an unquoted name")
+				}
+				j++
+			}
+			id = strings.ToLower(strings.TrimSpace(s[i:j]))
+			i = j
+			if id == "" {
+				return nil, errors.New("Invalid zero-length identifier")
+			}
+		}
+		out = append(out, id)
+		if i >= len(s) {
+			return out, nil
+		}
+		if s[i] != sep {
+			return nil, errors.New("Invalid identifier list near " + strconv.Quote(s[i:]))
+		}
+		i++
+	}
+}
+
+// parseSubsetQuery reads subset__* parameters; nil when there are none.
+func parseSubsetQuery(q url.Values) (*subsetParams, string) {
+	any := false
+	for k := range q {
+		if strings.HasPrefix(k, "subset__") && k != "subset__where_expr" && k != "subset__order_by_expr" {
+			any = true
+		}
+	}
+	if !any {
+		return nil, ""
+	}
+	sp := &subsetParams{Where: q.Get("subset__where"), OrderBy: q.Get("subset__order_by")}
+	if p := q.Get("subset__params"); p != "" {
+		if err := json.Unmarshal([]byte(p), &sp.Params); err != nil {
+			return nil, "params must be a JSON object of strings"
+		}
+	}
+	num := func(name string, min int64) (*int64, string) {
+		s := q.Get(name)
+		if s == "" {
+			return nil, ""
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < min {
+			return nil, strings.TrimPrefix(name, "subset__") + " must be an integer >= " + strconv.FormatInt(min, 10)
+		}
+		return &n, ""
+	}
+	var msg string
+	if sp.Limit, msg = num("subset__limit", 1); msg != "" {
+		return nil, msg
+	}
+	if sp.Offset, msg = num("subset__offset", 0); msg != "" {
+		return nil, msg
+	}
+	if msg := sp.check(); msg != "" {
+		return nil, msg
+	}
+	return sp, ""
+}
+
+func (sp *subsetParams) check() string {
+	if (sp.Limit != nil || sp.Offset != nil) && sp.OrderBy == "" {
+		return "order_by is required when limit or offset is present"
+	}
+	return ""
+}
+
+// parseSubsetBody reads a POST body: the subset flat or under "subset".
+func parseSubsetBody(body []byte) (*subsetParams, int, []byte) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		var anyv any
+		if json.Unmarshal(body, &anyv) == nil {
+			return nil, 400, []byte(`{"error":"Request body must be a JSON object"}`)
+		}
+		d, _ := json.Marshal(err.Error())
+		return nil, 400, append(append([]byte(`{"error":"Invalid JSON in request body","details":`), d...), '}')
+	}
+	if top == nil {
+		return nil, 400, []byte(`{"error":"Request body must be a JSON object"}`)
+	}
+	if inner, ok := top["subset"]; ok {
+		top = nil
+		if err := json.Unmarshal(inner, &top); err != nil || top == nil {
+			return nil, 400, []byte(`{"error":"Request body must be a JSON object"}`)
+		}
+	}
+	var raw struct {
+		Where   string            `json:"where"`
+		Params  map[string]string `json:"params"`
+		Limit   *int64            `json:"limit"`
+		Offset  *int64            `json:"offset"`
+		OrderBy string            `json:"order_by"`
+	}
+	b, _ := json.Marshal(top)
+	if err := json.Unmarshal(b, &raw); err != nil {
+		eb := &fieldErrors{}
+		eb.add("subset", "invalid subset: "+err.Error())
+		return nil, 400, eb.body()
+	}
+	sp := &subsetParams{Where: raw.Where, Params: raw.Params, Limit: raw.Limit, Offset: raw.Offset, OrderBy: raw.OrderBy}
+	eb := &fieldErrors{}
+	if sp.Limit != nil && *sp.Limit < 1 {
+		eb.add("subset", "limit must be an integer >= 1")
+	}
+	if sp.Offset != nil && *sp.Offset < 0 {
+		eb.add("subset", "offset must be an integer >= 0")
+	}
+	if m := sp.check(); m != "" {
+		eb.add("subset", m)
+	}
+	if !eb.empty() {
+		return nil, 400, eb.body()
+	}
+	return sp, 0, nil
+}
+
+// subsetParamList turns {"1":"a","2":"b"} into a dense list.
+func subsetParamList(m map[string]string) ([]string, string) {
+	if len(m) == 0 {
+		return nil, ""
+	}
+	n := 0
+	for k := range m {
+		i, err := strconv.Atoi(k)
+		if err != nil || i < 1 || i > 65535 {
+			return nil, "params keys must be positive integers"
+		}
+		n = max(n, i)
+	}
+	out := make([]string, n)
+	for i := range out {
+		v, ok := m[strconv.Itoa(i+1)]
+		if !ok {
+			return nil, "param $" + strconv.Itoa(i+1) + " is missing"
+		}
+		out[i] = v
+	}
+	return out, ""
+}

@@ -1,0 +1,107 @@
+package shape
+
+import (
+	"path/filepath"
+	"sort"
+)
+
+// chunkResult is what a request at an offset is answered with.
+type chunkResult struct {
+	msgs     [][]byte // messages, or one snapshot chunk's comma-joined bytes
+	snapshot bool     // msgs[0] is a snapshot chunk
+	end      Offset
+	upToDate bool // the chunk reaches the shape's latest offset
+	stale    bool // the offset points into what is no longer kept: 409
+	wait     bool // nothing can be answered until the shape is ready
+}
+
+// readLocked answers a request at o with the next chunk after it. It does
+// no I/O but returns snapshot chunk locations; the caller reads them.
+func (s *Shape) readLocked(o Offset, limit int) (chunkResult, *chunkLoc) {
+	if len(s.gens) == 0 {
+		return chunkResult{wait: true}, nil
+	}
+	cur := s.gens[len(s.gens)-1]
+	if o.Before {
+		// A fresh client: the newest generation's first chunk, never
+		// up-to-date (so that the answer can be cached long).
+		return chunkResult{snapshot: true, end: Offset{Op: cur.base}}, &chunkLoc{file: filepath.Join(s.dir, cur.file), r: cur.chunks[0]}
+	}
+	if o.Virtual() {
+		for _, g := range s.gens {
+			if o.Op < g.base || o.Op > g.last() {
+				continue
+			}
+			if o.Op < g.last() {
+				next := o.Op + 1
+				res := chunkResult{snapshot: true, end: Offset{Op: next}}
+				if next == g.last() && g == cur && !s.hasAfter(g.at) && s.st == ready {
+					res.upToDate = true
+				}
+				return res, &chunkLoc{file: filepath.Join(s.dir, g.file), r: g.chunks[next-g.base]}
+			}
+			// The generation's last chunk: its log follows.
+			res := s.tailLocked(g.at, limit)
+			if len(res.msgs) == 0 {
+				res.end = o
+			}
+			return res, nil
+		}
+		return chunkResult{stale: true}, nil
+	}
+	if o.Compare(s.gens[0].at) < 0 {
+		return chunkResult{stale: true}, nil
+	}
+	res := s.tailLocked(o, limit)
+	if len(res.msgs) == 0 {
+		res.end = o
+	}
+	return res, nil
+}
+
+// chunkLoc is a snapshot chunk to read from disk.
+type chunkLoc struct {
+	file string
+	r    [2]int64
+}
+
+func (s *Shape) hasAfter(o Offset) bool {
+	return len(s.tail) > 0 && s.tail[len(s.tail)-1].off.Compare(o) > 0
+}
+
+// tailLocked returns the durable changes after o, up to the byte limit
+// (at least one).
+func (s *Shape) tailLocked(o Offset, limit int) chunkResult {
+	i := sort.Search(len(s.tail), func(i int) bool { return s.tail[i].off.Compare(o) > 0 })
+	var res chunkResult
+	n := 0
+	for ; i < len(s.tail); i++ {
+		res.msgs = append(res.msgs, s.tail[i].msg)
+		res.end = s.tail[i].off
+		n += len(s.tail[i].msg) + 1
+		if n >= limit {
+			i++
+			break
+		}
+	}
+	res.upToDate = i >= len(s.tail) && s.st == ready
+	return res
+}
+
+// resumeLocked is the global_last_seen_lsn to report: R such that every
+// change of the shape with a commit LSN below R has been served and every
+// change not yet served has a commit LSN of at least R. The offset R_0,
+// where Electric's SSE client resumes, therefore lies after all of the
+// former and before all of the latter. pos is the engine's position, read
+// before the lock: every output up to it is in the shape (pending or
+// durable).
+func (s *Shape) resumeLocked(pos uint64) uint64 {
+	if len(s.pending) > 0 {
+		return s.pending[0].off.Tx
+	}
+	r := pos + 1
+	if !s.latest.Virtual() && s.latest.Tx+1 > r {
+		r = s.latest.Tx + 1
+	}
+	return r
+}

@@ -1,0 +1,141 @@
+package shape
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"github.com/pganalyze/pg_query_go/v6/parser"
+)
+
+// wherePrefix is what Electric parses a where clause inside; error
+// positions count from its start, as Electric's do.
+const wherePrefix = "SELECT 1 WHERE "
+
+// checkWhere parses a where clause as Electric does and refuses anything
+// that is not one boolean expression (a clause smuggling ORDER BY, LIMIT,
+// a second statement or a set operation changes what a shape is). It
+// returns the numbers of the $n parameters it uses and their byte
+// positions in where.
+func checkWhere(where string) ([]paramRef, error) {
+	res, err := pg_query.Parse(wherePrefix + where)
+	if err != nil {
+		var pe *parser.Error
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("At location %d: %s", pe.Cursorpos, pe.Message)
+		}
+		return nil, err
+	}
+	if len(res.Stmts) != 1 {
+		return nil, errors.New("a where clause is one expression: it may not end a statement and start another")
+	}
+	sel := res.Stmts[0].Stmt.GetSelectStmt()
+	if sel == nil || sel.Op != pg_query.SetOperation_SETOP_NONE || len(sel.SortClause) > 0 || sel.LimitCount != nil ||
+		sel.LimitOffset != nil || len(sel.GroupClause) > 0 || sel.HavingClause != nil || len(sel.WindowClause) > 0 ||
+		len(sel.LockingClause) > 0 || sel.WithClause != nil || sel.IntoClause != nil || len(sel.FromClause) > 0 ||
+		len(sel.TargetList) != 1 {
+		return nil, errors.New("a where clause is one boolean expression: ORDER BY, LIMIT, OFFSET, GROUP BY, UNION, FOR UPDATE and the like are not part of it")
+	}
+	var refs []paramRef
+	walkParams(res.Stmts[0].Stmt, &refs)
+	for i := range refs {
+		refs[i].pos -= len(wherePrefix)
+	}
+	sort.Slice(refs, func(i, j int) bool { return refs[i].pos < refs[j].pos })
+	return refs, nil
+}
+
+// paramRef is a $n in a where clause.
+type paramRef struct {
+	n   int
+	pos int // byte offset of the $ in the clause
+}
+
+// walkParams collects the ParamRefs of a parse tree through its protobuf
+// reflection-free accessors: only node kinds that can hold expressions
+// in a where clause are walked (others cannot hold a $n there).
+func walkParams(n *pg_query.Node, out *[]paramRef) {
+	if n == nil {
+		return
+	}
+	switch x := n.Node.(type) {
+	case *pg_query.Node_ParamRef:
+		*out = append(*out, paramRef{n: int(x.ParamRef.Number), pos: int(x.ParamRef.Location)})
+	case *pg_query.Node_SelectStmt:
+		walkParams(x.SelectStmt.WhereClause, out)
+	case *pg_query.Node_AExpr:
+		walkParams(x.AExpr.Lexpr, out)
+		walkParams(x.AExpr.Rexpr, out)
+	case *pg_query.Node_BoolExpr:
+		for _, a := range x.BoolExpr.Args {
+			walkParams(a, out)
+		}
+	case *pg_query.Node_NullTest:
+		walkParams(x.NullTest.Arg, out)
+	case *pg_query.Node_BooleanTest:
+		walkParams(x.BooleanTest.Arg, out)
+	case *pg_query.Node_TypeCast:
+		walkParams(x.TypeCast.Arg, out)
+	case *pg_query.Node_List:
+		for _, a := range x.List.Items {
+			walkParams(a, out)
+		}
+	case *pg_query.Node_FuncCall:
+		for _, a := range x.FuncCall.Args {
+			walkParams(a, out)
+		}
+	case *pg_query.Node_AArrayExpr:
+		for _, a := range x.AArrayExpr.Elements {
+			walkParams(a, out)
+		}
+	case *pg_query.Node_RowExpr:
+		for _, a := range x.RowExpr.Args {
+			walkParams(a, out)
+		}
+	case *pg_query.Node_CoalesceExpr:
+		for _, a := range x.CoalesceExpr.Args {
+			walkParams(a, out)
+		}
+	case *pg_query.Node_CollateClause:
+		walkParams(x.CollateClause.Arg, out)
+	case *pg_query.Node_SubLink:
+		walkParams(x.SubLink.Testexpr, out)
+		walkParams(x.SubLink.Subselect, out)
+	case *pg_query.Node_CaseExpr:
+		walkParams(x.CaseExpr.Arg, out)
+		walkParams(x.CaseExpr.Defresult, out)
+		for _, a := range x.CaseExpr.Args {
+			walkParams(a, out)
+		}
+	case *pg_query.Node_CaseWhen:
+		walkParams(x.CaseWhen.Expr, out)
+		walkParams(x.CaseWhen.Result, out)
+	case *pg_query.Node_AIndirection:
+		walkParams(x.AIndirection.Arg, out)
+	}
+}
+
+// renumber shifts every $n of where by by (subset params follow the
+// shape's).
+func renumber(where string, refs []paramRef, by int) string {
+	if by == 0 || len(refs) == 0 {
+		return where
+	}
+	var b []byte
+	last := 0
+	for _, r := range refs {
+		if r.pos < last || r.pos >= len(where) || where[r.pos] != '$' {
+			continue
+		}
+		j := r.pos + 1
+		for j < len(where) && where[j] >= '0' && where[j] <= '9' {
+			j++
+		}
+		b = append(b, where[last:r.pos]...)
+		b = fmt.Appendf(b, "$%d", r.n+by)
+		last = j
+	}
+	b = append(b, where[last:]...)
+	return string(b)
+}
