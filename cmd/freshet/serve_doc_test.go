@@ -47,7 +47,7 @@ func TestServeSettingsDocumented(t *testing.T) {
 		t.Fatalf("serve -h: %v", err)
 	}
 	// PrintDefaults: "  --name string\n    \thelp ($ENV) (default \"x\")".
-	flagRE := regexp.MustCompile(`(?m)^  --([a-z-]+) string\n\s+(.*)$`)
+	flagRE := regexp.MustCompile(`(?m)^  --([a-z-]+)(?: string)?\n\s+(.*)$`)
 	envRE := regexp.MustCompile(`\$(FRESHET_[A-Z0-9_]+)`)
 	defRE := regexp.MustCompile(`\(default "([^"]*)"\)$`)
 	doc := serveDocSettings(t)
