@@ -55,3 +55,15 @@ func TestCoreDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestCoreRandomDeterministic runs seeds of TestCoreRandom's random
+// subscriptions, writes and read landings twice and compares the
+// transcripts byte for byte.
+func TestCoreRandomDeterministic(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		first := runRandom(t, seed, 300, joinsSupported).out.String()
+		if again := runRandom(t, seed, 300, joinsSupported).out.String(); again != first {
+			t.Fatalf("seed %d: the second run's transcript differs from the first's (%d and %d bytes)", seed, len(again), len(first))
+		}
+	}
+}

@@ -73,7 +73,7 @@ func TestCoreRandom(t *testing.T) {
 	}
 }
 
-func runRandom(t *testing.T, seed uint64, steps int, joins bool) {
+func runRandom(t *testing.T, seed uint64, steps int, joins bool) *harness {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	h := randomHarness(t, 1+rng.IntN(3))
 	n := func(k int) string { return fmt.Sprint(rng.IntN(k)) }
@@ -268,6 +268,7 @@ func runRandom(t *testing.T, seed uint64, steps int, joins bool) {
 	if t.Failed() {
 		t.Fatalf("seed %d failed after quiescing; transcript:\n%s", seed, tail(h.out.String(), 3000))
 	}
+	return h
 }
 
 // touchedRows returns the rows a transaction wrote (nil if it truncated).
