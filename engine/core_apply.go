@@ -407,7 +407,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 			s.refill(v, lsn)
 			return
 		}
-		if v.plan.Eval(q) == query.True {
+		if v.keeps(q) {
 			if plain {
 				nexts[i].now = v.plan.Project(q)
 			}

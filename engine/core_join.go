@@ -253,7 +253,7 @@ func (v *view) enumerate(rootKey string, root *heldRow, budget *int) (_ []*entry
 			return
 		}
 		if i == n {
-			if v.plan.Eval(q) == query.True {
+			if v.keeps(q) {
 				out = append(out, &entry{key: strings.Join(keys, ""), ext: &entryExt{entered: slices.Clone(q),
 					join: &joinEntry{root: rootKey, rows: slices.Clone(rows), srcKeys: slices.Clone(keys)}}})
 			}

@@ -171,7 +171,7 @@ func (s *state) landRead(r *read) {
 		}
 		if newVals != nil {
 			q := v.row(newVals)
-			if v.plan.Eval(q) == query.True || !loaded(q) {
+			if !loaded(q) || v.keeps(q) {
 				if !loaded(q) {
 					return false
 				}
@@ -188,6 +188,7 @@ func (s *state) landRead(r *read) {
 		s.askRead(v)
 		return
 	}
+	v.checkRows(&rs)
 	rs.trim()
 	if !rs.covered() {
 		s.askRead(v)
@@ -206,6 +207,9 @@ func (s *state) landRead(r *read) {
 // they hold (old), a view hydrating for the first time records what
 // they will be shown; then every subscriber not yet accepted is.
 func (s *state) goLive(v *view, old *resultSet, wasRefilling bool) {
+	if s.endEvalError(v) {
+		return
+	}
 	v.status = viewLive
 	if wasRefilling {
 		d := v.landedDelta(old)

@@ -116,6 +116,7 @@ type view struct {
 
 	// per transaction
 	dirty     bool
+	evalErr   error      // a row raised: the view ends (evalerr.go)
 	touchedAt change.LSN // the last commit touchSubs told touch-mode subscribers of
 	// staleAt is, while the view re-reads its result (viewRefilling), the
 	// commit that made it: what its subscribers hold is exact only before
@@ -455,6 +456,14 @@ func (v *view) sameOutput(rv rowVals, out []any, scratch *[]byte) bool {
 		return false
 	}
 	for i, o := range v.plan.Output {
+		if o.Source == query.ExprSource {
+			// Computed: compare what the held row computes to.
+			old := v.plan.Project(query.Row{rv.pick(col)})
+			if !sameValues(old[i:i+1], out[i:i+1]) {
+				return false
+			}
+			continue
+		}
 		if o.Source < 0 {
 			if out[i] != nil {
 				return false
@@ -632,6 +641,9 @@ func (s *state) txnXID(lsn change.LSN) uint32 {
 
 // emit sends a delta to the view's subscribers.
 func (s *state) emit(v *view, d delta, lsn change.LSN) {
+	if s.endEvalError(v) {
+		return
+	}
 	if !d.changed && !d.ties {
 		return
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/freshetdb/freshet/query"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -23,6 +24,8 @@ func readCode(err error) query.Code {
 		return CodeTableDropped
 	case errors.As(err, &pe) && (pe.Code == "42703" || pe.Code == "42804"): // undefined_column, datatype_mismatch
 		return CodeSchemaChanged
+	case errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22"): // data_exception: division by zero, out of range, ...
+		return query.CodeEvalError
 	}
 	return CodeReadFailed
 }

@@ -22,7 +22,8 @@ func TestReadCode(t *testing.T) {
 		}
 		return fmt.Errorf("read rows: %w", err)
 	}
-	dropped, column, other := pgErr("SELECT * FROM gone"), pgErr("SELECT gone FROM t"), pgErr("SELECT 1/0")
+	dropped, column, other := pgErr("SELECT * FROM gone"), pgErr("SELECT gone FROM t"), pgErr("SELECT nosuchfunction()")
+	divide, overflow := pgErr("SELECT 1/0"), pgErr("SELECT 2147483647 + 1")
 	// A timed-out query closes its connection: last.
 	tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
@@ -36,6 +37,8 @@ func TestReadCode(t *testing.T) {
 		{"deadline", timeout, CodeReadTimeout},
 		{"dropped table", dropped, CodeTableDropped},
 		{"dropped column", column, CodeSchemaChanged},
+		{"division by zero", divide, query.CodeEvalError},
+		{"overflow", overflow, query.CodeEvalError},
 		{"other", other, CodeReadFailed},
 		{"connection", errors.New("acquire read connection: dial tcp: refused"), CodeReadFailed},
 	}

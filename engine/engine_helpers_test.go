@@ -306,7 +306,7 @@ func (c *recorder) result(ordered bool, types change.TypeResolver) ([][]*string,
 	if len(c.problems) > 0 {
 		return nil, fmt.Errorf("bad outputs: %s", strings.Join(c.problems, "; "))
 	}
-	if len(c.columns) == 1 && c.columns[0].Source < 0 {
+	if len(c.columns) == 1 && c.columns[0].Source == -1 {
 		if len(c.rows) == 0 {
 			// LIMIT 0 or an OFFSET past the one row.
 			return nil, nil

@@ -38,6 +38,9 @@ type Table struct {
 	// IdentityKey holds, under REPLICA IDENTITY USING INDEX ('i'), the
 	// names of that index's columns in index order; empty otherwise.
 	IdentityKey []string
+	// DefaultCollation is the database's default collation (what text
+	// constants take); zero when the catalog does not say.
+	DefaultCollation Collation
 }
 
 // RowKey returns the columns that identify a row of the table in the
@@ -234,7 +237,7 @@ func (c *PGCatalog) readTable(ctx context.Context, schema, name string, dbColl C
 		return nil, fmt.Errorf("read table %s.%s: %w", schema, name, err)
 	}
 	defer rows.Close()
-	t := &Table{Schema: schema, Name: name}
+	t := &Table{Schema: schema, Name: name, DefaultCollation: dbColl}
 	type keyCol struct {
 		pos  int32
 		name string

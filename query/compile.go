@@ -29,12 +29,14 @@ type compiler struct {
 	paramSeen []bool
 	maxParam  int
 	inCount   int // bound array elements counted against MaxInValues
+	lazy      int // > 0: compiling what is never evaluated (constants are not folded)
 
 	work int // units of work done, for tick
 
 	pendingJoins []pendingJoinKey
-	outRefs      []*colRef // per output column; nil for count
-	orderRefs    []*colRef // per ORDER BY key
+	outRefs      []*colRef // per output column; nil for count and expressions
+	outExprs     []*scalar // per output column: its expression, or nil
+	orderRefs    []*colRef // per ORDER BY key; nil for expressions
 }
 
 // Compile parses sql, decodes binds and resolves tables through
@@ -367,6 +369,7 @@ func (c *compiler) compile() (*Plan, error) {
 		if err != nil {
 			return nil, err
 		}
+		e.markRaises()
 		p.filter = e
 	}
 	if err := c.order(p, sel.SortClause); err != nil {
@@ -428,6 +431,13 @@ func (c *compiler) finish(p *Plan) error {
 	}
 	c.fixJoinKeys()
 	c.fixOutputs(p)
+	p.raises = p.filter != nil && p.filter.raises
+	for _, o := range p.Output {
+		p.raises = p.raises || o.expr != nil && o.expr.raises
+	}
+	for _, k := range p.Order {
+		p.raises = p.raises || k.expr != nil && k.expr.raises
+	}
 	p.Output = shareOutput(p.Output)
 	p.Order = shareOrder(p.Order)
 	p.Sources = c.sources
@@ -526,7 +536,9 @@ func (c *compiler) fixOutputs(p *Plan) {
 		}
 	}
 	for i, r := range c.orderRefs {
-		p.Order[i].Column = r.idx
+		if r != nil {
+			p.Order[i].Column = r.idx
+		}
 	}
 }
 
@@ -867,7 +879,7 @@ func opName(name []*pg.Node) string {
 
 // targets reads the output list.
 func (c *compiler) targets(p *Plan, list []*pg.Node) error {
-	for _, n := range list {
+	for ti, n := range list {
 		rt := n.GetResTarget()
 		if rt == nil {
 			return refuse(CodeTargetList, "this output item is not supported")
@@ -914,9 +926,13 @@ func (c *compiler) targets(p *Plan, list []*pg.Node) error {
 				c.outRefs = append(c.outRefs, nil)
 				continue
 			}
-			return c.unsupported(rt.Val, "in the output")
+			if err := c.exprOutput(p, rt, ti); err != nil {
+				return err
+			}
 		default:
-			return c.unsupported(rt.Val, "in the output")
+			if err := c.exprOutput(p, rt, ti); err != nil {
+				return err
+			}
 		}
 	}
 	if len(p.Output) == 0 {
@@ -925,10 +941,92 @@ func (c *compiler) targets(p *Plan, list []*pg.Node) error {
 	return nil
 }
 
+// exprOutput compiles a computed output column.
+func (c *compiler) exprOutput(p *Plan, rt *pg.ResTarget, ti int) error {
+	s, err := c.sexpr(rt.Val)
+	if err != nil {
+		var rf *Refusal
+		if errors.As(err, &rf) && rf.Code == CodeExpression && strings.Contains(rf.Message, "in an expression") {
+			rf.Code = CodeTargetList
+		}
+		return err
+	}
+	if s.u != nil {
+		// An untyped literal or bind in the select list is text.
+		if err := c.settleScalar(s, change.OIDText); err != nil {
+			return err
+		}
+	}
+	if err := c.outputType(s, rt.Location); err != nil {
+		return err
+	}
+	name := rt.Name
+	if name == "" {
+		name = figureColname(rt.Val)
+	}
+	p.Output = append(p.Output, Output{Name: name, TypeOID: s.oid, TypeMod: s.typmod, Source: ExprSource, Column: -1, expr: s, target: ti})
+	c.outRefs = append(c.outRefs, nil)
+	c.outExprs = append(c.outExprs, s)
+	return nil
+}
+
+// outputType refuses a computed value whose type the result cannot carry.
+func (c *compiler) outputType(s *scalar, loc int32) error {
+	if _, ok := change.BuiltinType(s.oid); !ok || familyOf(s.oid) == famNone {
+		return refusalAt(loc, CodeType, "a computed %s value is not supported", typeName(s.oid))
+	}
+	return nil
+}
+
+// figureColname is PostgreSQL's FigureColname: the name an output
+// without an alias gets.
+func figureColname(n *pg.Node) string {
+	switch x := n.Node.(type) {
+	case *pg.Node_ColumnRef:
+		f := x.ColumnRef.Fields
+		if len(f) > 0 {
+			if s, ok := strVal(f[len(f)-1]); ok {
+				return s
+			}
+		}
+	case *pg.Node_FuncCall:
+		f := x.FuncCall.Funcname
+		if len(f) > 0 {
+			if s, ok := strVal(f[len(f)-1]); ok {
+				return s
+			}
+		}
+	case *pg.Node_AExpr:
+		if x.AExpr.Kind == pg.A_Expr_Kind_AEXPR_NULLIF {
+			return "nullif"
+		}
+	case *pg.Node_TypeCast:
+		if name := figureColname(x.TypeCast.Arg); name != "?column?" {
+			return name
+		}
+		if tn := x.TypeCast.TypeName; tn != nil && len(tn.Names) > 0 {
+			if s, ok := strVal(tn.Names[len(tn.Names)-1]); ok {
+				return s
+			}
+		}
+	case *pg.Node_CaseExpr:
+		return "case"
+	case *pg.Node_CoalesceExpr:
+		return "coalesce"
+	case *pg.Node_MinMaxExpr:
+		if x.MinMaxExpr.Op == pg.MinMaxOp_IS_GREATEST {
+			return "greatest"
+		}
+		return "least"
+	}
+	return "?column?"
+}
+
 func (c *compiler) addOutput(p *Plan, r *colRef, name string) {
 	col := c.column(r)
 	p.Output = append(p.Output, Output{Name: name, TypeOID: col.TypeOID, TypeMod: col.TypeMod, Source: r.src})
 	c.outRefs = append(c.outRefs, r)
+	c.outExprs = append(c.outExprs, nil)
 }
 
 func isCountStar(f *pg.FuncCall) bool {
@@ -1022,7 +1120,7 @@ func (c *compiler) order(p *Plan, list []*pg.Node) error {
 	if len(list) > 0 && p.Count {
 		return refuse(CodeOrderBy, "ORDER BY with COUNT(*) is not supported")
 	}
-	for _, n := range list {
+	for item, n := range list {
 		sb := n.GetSortBy()
 		if sb == nil {
 			return refuse(CodeOrderBy, "this ORDER BY item is not supported")
@@ -1031,6 +1129,8 @@ func (c *compiler) order(p *Plan, list []*pg.Node) error {
 			return refusalAt(sb.Location, CodeOrderBy, "ORDER BY ... USING is not supported")
 		}
 		var r *colRef
+		var sx *scalar // an expression key
+		target := -1
 		switch x := sb.Node.Node.(type) {
 		case *pg.Node_AConst:
 			iv := x.AConst.GetIval()
@@ -1038,26 +1138,40 @@ func (c *compiler) order(p *Plan, list []*pg.Node) error {
 				return refusalAt(x.AConst.Location, CodeOrderBy, "ORDER BY a constant is not supported")
 			}
 			k := int(iv.Ival)
-			if k < 1 || k > len(p.Output) || c.outRefs[k-1] == nil {
+			if k < 1 || k > len(p.Output) || c.outRefs[k-1] == nil && c.outExprs[k-1] == nil {
 				return refusalAt(x.AConst.Location, CodeOrderBy, "ORDER BY position %d is not in the select list", k)
 			}
-			r = c.outRefs[k-1]
+			r, sx = c.outRefs[k-1], c.outExprs[k-1]
+			if sx != nil {
+				target = p.Output[k-1].target
+			}
 		case *pg.Node_ColumnRef:
 			// A bare name matches an output column's name first, as
 			// PostgreSQL does.
 			if len(x.ColumnRef.Fields) == 1 {
 				if name, ok := strVal(x.ColumnRef.Fields[0]); ok {
+					matched := -1
 					for i, o := range p.Output {
-						if o.Name == name && c.outRefs[i] != nil {
-							if r != nil && (r.src != c.outRefs[i].src || r.cat != c.outRefs[i].cat) {
+						if o.Name != name || c.outRefs[i] == nil && c.outExprs[i] == nil {
+							continue
+						}
+						if matched >= 0 {
+							a, b := c.outRefs[matched], c.outRefs[i]
+							if a == nil || b == nil || a.src != b.src || a.cat != b.cat {
 								return refusalAt(x.ColumnRef.Location, CodeOrderBy, "ORDER BY %q is ambiguous", name)
 							}
-							r = c.outRefs[i]
+						}
+						matched = i
+					}
+					if matched >= 0 {
+						r, sx = c.outRefs[matched], c.outExprs[matched]
+						if sx != nil {
+							target = p.Output[matched].target
 						}
 					}
 				}
 			}
-			if r == nil {
+			if r == nil && sx == nil {
 				src, cat, star, err := c.resolveColumn(x.ColumnRef)
 				if err != nil {
 					return err
@@ -1068,14 +1182,28 @@ func (c *compiler) order(p *Plan, list []*pg.Node) error {
 				r = c.ref(src, cat)
 			}
 		default:
-			if err := c.unsupported(sb.Node, "in ORDER BY"); err != nil {
+			var err error
+			if sx, err = c.sexpr(sb.Node); err != nil {
 				var rf *Refusal
 				if errors.As(err, &rf) && rf.Code == CodeExpression {
 					rf.Code = CodeOrderBy
-					rf.Message = fmt.Sprintf("ORDER BY an expression (%s) is not supported; order by columns", c.snippet(sb.Node))
+					rf.Message = fmt.Sprintf("ORDER BY %s is not supported: %s", c.snippet(sb.Node), rf.Message)
 				}
 				return err
 			}
+			if sx.u != nil {
+				return refusalAt(sb.Location, CodeOrderBy, "ORDER BY a constant is not supported")
+			}
+		}
+		if sx != nil {
+			if err := c.orderType(sx, sb.Location); err != nil {
+				return err
+			}
+			k := OrderKey{Source: ExprSource, Column: -1, Desc: sb.SortbyDir == pg.SortByDir_SORTBY_DESC, expr: sx, target: target, item: item}
+			k.NullsFirst = nullsFirst(sb, k.Desc)
+			p.Order = append(p.Order, k)
+			c.orderRefs = append(c.orderRefs, nil)
+			continue
 		}
 		col := c.column(r)
 		f := c.colFamily(col)
@@ -1090,17 +1218,37 @@ func (c *compiler) order(p *Plan, list []*pg.Node) error {
 					col.Name, col.Collation.Name, col.Collation.Collate)
 			}
 		}
-		k := OrderKey{Source: r.src, Desc: sb.SortbyDir == pg.SortByDir_SORTBY_DESC}
-		switch sb.SortbyNulls {
-		case pg.SortByNulls_SORTBY_NULLS_FIRST:
-			k.NullsFirst = true
-		case pg.SortByNulls_SORTBY_NULLS_LAST:
-			k.NullsFirst = false
-		default:
-			k.NullsFirst = k.Desc
-		}
+		k := OrderKey{Source: r.src, Desc: sb.SortbyDir == pg.SortByDir_SORTBY_DESC, target: -1, item: item}
+		k.NullsFirst = nullsFirst(sb, k.Desc)
 		p.Order = append(p.Order, k)
 		c.orderRefs = append(c.orderRefs, r)
+	}
+	return nil
+}
+
+// nullsFirst is where a key's NULLs go: as written, else first for DESC
+// and last for ASC.
+func nullsFirst(sb *pg.SortBy, desc bool) bool {
+	switch sb.SortbyNulls {
+	case pg.SortByNulls_SORTBY_NULLS_FIRST:
+		return true
+	case pg.SortByNulls_SORTBY_NULLS_LAST:
+		return false
+	}
+	return desc
+}
+
+// orderType refuses ordering by an expression whose type or collation
+// has no order reproduced here.
+func (c *compiler) orderType(s *scalar, loc int32) error {
+	switch f := familyOf(s.oid); f {
+	case famNone, famJSON, famArray, famUnknown, famEnum:
+		return refusalAt(loc, CodeType, "ORDER BY a %s expression is not supported", typeName(s.oid))
+	case famText:
+		if s.coll.OID != 0 && !s.coll.Bytewise() {
+			return refusalAt(loc, CodeCollation, "ORDER BY a text expression under collation %q (%s) is not supported: only bytewise collations (C, POSIX, C.UTF-8) are reproduced",
+				s.coll.Name, s.coll.Collate)
+		}
 	}
 	return nil
 }

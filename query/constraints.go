@@ -294,7 +294,7 @@ func (dv *deriver) derive(e *expr, neg bool) derived {
 		case testFalse:
 			return dv.derive(e.args[0], true)
 		}
-		if a := e.args[0]; a.op == opBoolCol {
+		if a := e.args[0]; a.op == opBoolCol && a.l.sx == nil {
 			dm := newDom(ConstraintIn)
 			switch t {
 			case testNotTrue:
@@ -310,6 +310,12 @@ func (dv *deriver) derive(e *expr, neg bool) derived {
 			}
 			return single(a.l.col, dm)
 		}
+		return all
+	}
+	if e.l.sx != nil || e.r.sx != nil {
+		// A condition on an expression (a + 1 = 5, lower(t) = 'x') says
+		// nothing a column's index could use: the columns it reads are
+		// left unconstrained by it.
 		return all
 	}
 	emptyArray := (e.op == opIn && !e.null || e.op == opAnyAll) && len(e.vals) == 0

@@ -31,7 +31,13 @@
 // Over a Row the plan evaluates the WHERE clause with three-valued logic
 // (Eval), orders rows as ORDER BY would (Compare, and CompareWindow which
 // breaks ties by primary keys for the engine's bookkeeping), and projects the
-// output columns (Plan.Output names the source column of each).
+// output columns (Plan.Output names the source column of each, or, with
+// Source ExprSource, computes it: Project). WHERE, the output and ORDER BY
+// may hold value expressions (arithmetic, string functions, CASE, COALESCE,
+// NULLIF, GREATEST/LEAST, casts), evaluated with PostgreSQL's types and
+// errors: a plan that Raises can meet a row PostgreSQL would fail on (an
+// overflow, a division by zero), which EvalRow and Check report as an
+// *EvalError; the engine then ends the subscription (CodeEvalError).
 //
 // For routing, each Source carries Constraints: conditions on its columns
 // that every row of that table able to affect the result satisfies (a value

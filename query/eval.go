@@ -6,9 +6,19 @@ import "math"
 // keeps the row, False or Unknown when it does not. A query without WHERE
 // is True for every row. Join conditions are not part of it: the engine
 // forms joined rows with Source.On.
+//
+// For a plan that Raises, a row whose evaluation would raise an error is
+// Unknown here; use EvalRow to learn of it.
 func (p *Plan) Eval(row Row) Tri {
 	if p.filter == nil {
 		return True
+	}
+	if p.raises {
+		t, err := p.evalFilter(row)
+		if err != nil {
+			return Unknown
+		}
+		return t
 	}
 	return p.filter.eval(row)
 }
@@ -20,9 +30,15 @@ func (p *Plan) Eval(row Row) Tri {
 // (and a LIMIT cutting through a tie group may keep any of its rows).
 func (p *Plan) Compare(a, b Row) int {
 	for _, k := range p.Order {
-		s := p.Sources[k.Source]
-		oid := s.Columns[k.Column].TypeOID
-		x, y := cell(a, k.Source, k.Column), cell(b, k.Source, k.Column)
+		var oid uint32
+		var x, y any
+		if k.expr != nil {
+			oid = k.expr.oid
+			x, y = evalQuiet(k.expr, a), evalQuiet(k.expr, b)
+		} else {
+			oid = p.Sources[k.Source].Columns[k.Column].TypeOID
+			x, y = cell(a, k.Source, k.Column), cell(b, k.Source, k.Column)
+		}
 		var c int
 		switch {
 		case x == nil && y == nil:
@@ -85,12 +101,16 @@ func cell(r Row, src, col int) any {
 }
 
 // Project returns the output values of a joined row, in Output order (not
-// for COUNT plans).
+// for COUNT plans), computed columns evaluated (a value that would raise
+// is nil here: check rows with EvalRow or Check first).
 func (p *Plan) Project(row Row) []any {
 	out := make([]any, len(p.Output))
 	for i, o := range p.Output {
-		if o.Source >= 0 {
+		switch {
+		case o.Source >= 0:
 			out[i] = cell(row, o.Source, o.Column)
+		case o.expr != nil:
+			out[i] = evalQuiet(o.expr, row)
 		}
 	}
 	return out

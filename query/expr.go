@@ -112,12 +112,27 @@ type colRef struct {
 // the comparison family's form (nil for NULL).
 type operand struct {
 	col  *colRef
+	sx   *scalar // an expression over the row (col and val unused)
 	val  any
 	trim bool // drop trailing spaces (a varchar compared as bpchar)
 }
 
 // value returns the operand's value in family fam, nil for NULL.
 func (o *operand) value(row Row, fam family) any {
+	if o.sx != nil {
+		v := o.sx.eval(row)
+		if v == nil {
+			return nil
+		}
+		x, ok := toFamily(v, o.sx.oid, fam)
+		if !ok {
+			return nil
+		}
+		if o.trim {
+			return strings.TrimRight(x.(string), " ")
+		}
+		return x
+	}
 	if o.col == nil {
 		return o.val
 	}
@@ -154,6 +169,19 @@ type expr struct {
 	vals   []any               // opIn: the non-NULL values (for constraints); opAnyAll: elements (nil = NULL)
 	null   bool                // opIn: the list holds a NULL
 	like   *likeMatcher
+	raises bool // evaluating it can raise: AND and OR evaluate every part
+}
+
+// markRaises sets raises on e and the nodes under it and returns it.
+func (e *expr) markRaises() bool {
+	r := e.l.sx != nil && e.l.sx.raises || e.r.sx != nil && e.r.sx.raises
+	for _, a := range e.args {
+		if a.markRaises() {
+			r = true
+		}
+	}
+	e.raises = r
+	return r
 }
 
 func triNot(t Tri) Tri {
@@ -179,13 +207,21 @@ func (e *expr) eval(row Row) Tri {
 	case opConst:
 		return e.val
 	case opAnd:
+		// PostgreSQL does not define the order it evaluates conditions
+		// in: when one can raise, every one is evaluated, so a row for
+		// which any would raise raises (see docs/queries.md).
 		res := True
 		for _, a := range e.args {
 			switch a.eval(row) {
 			case False:
-				return False
+				if !e.raises {
+					return False
+				}
+				res = False
 			case Unknown:
-				res = Unknown
+				if res != False {
+					res = Unknown
+				}
 			}
 		}
 		return res
@@ -194,9 +230,14 @@ func (e *expr) eval(row Row) Tri {
 		for _, a := range e.args {
 			switch a.eval(row) {
 			case True:
-				return True
+				if !e.raises {
+					return True
+				}
+				res = True
 			case Unknown:
-				res = Unknown
+				if res != True {
+					res = Unknown
+				}
 			}
 		}
 		return res
@@ -204,11 +245,11 @@ func (e *expr) eval(row Row) Tri {
 		return triNot(e.args[0].eval(row))
 	case opCmp:
 		a := e.l.value(row, e.fam)
-		if a == nil {
+		if a == nil && !e.raises {
 			return Unknown
 		}
 		b := e.r.value(row, e.fam)
-		if b == nil {
+		if a == nil || b == nil {
 			return Unknown
 		}
 		return triOf(e.cmp.holds(compareValues(a, b)))
@@ -228,7 +269,9 @@ func (e *expr) eval(row Row) Tri {
 		// Tested on the value as held: json and arrays have no family
 		// form, and any non-NULL value is not NULL.
 		isNull := e.l.val == nil
-		if e.l.col != nil {
+		if e.l.sx != nil {
+			isNull = e.l.sx.eval(row) == nil
+		} else if e.l.col != nil {
 			vals := row[e.l.col.src]
 			isNull = vals == nil || vals[e.l.col.idx] == nil
 		}
@@ -297,6 +340,13 @@ func (e *expr) eval(row Row) Tri {
 		return res
 	case opLike:
 		// LIKE sees a bpchar with its padding: no trimming here.
+		if e.l.sx != nil {
+			v := e.l.sx.eval(row)
+			if v == nil {
+				return Unknown
+			}
+			return triOf(e.like.match(v.(string)) != e.negate)
+		}
 		vals := row[e.l.col.src]
 		if vals == nil || vals[e.l.col.idx] == nil {
 			return Unknown

@@ -112,6 +112,10 @@ func describePlan(p *Plan) string {
 	}
 	var outs []string
 	for _, o := range p.Output {
+		if o.Source == ExprSource {
+			outs = append(outs, fmt.Sprintf("%s=expr:%s(%d)", o.Name, typeName(o.TypeOID), o.TypeMod))
+			continue
+		}
 		if o.Source < 0 {
 			outs = append(outs, o.Name+"=count(*)")
 			continue
@@ -121,10 +125,17 @@ func describePlan(p *Plan) string {
 	}
 	fmt.Fprintf(&b, "output: %s\n", strings.Join(outs, ", "))
 	for _, k := range p.Order {
+		if k.Source == ExprSource {
+			fmt.Fprintf(&b, "order: expr:%s desc=%v nullsfirst=%v\n", typeName(k.expr.oid), k.Desc, k.NullsFirst)
+			continue
+		}
 		s := p.Sources[k.Source]
 		fmt.Fprintf(&b, "order: %s.%s desc=%v nullsfirst=%v\n", s.Alias, s.Columns[k.Column].Name, k.Desc, k.NullsFirst)
 	}
 	fmt.Fprintf(&b, "limit: %d offset: %d count: %v\n", p.Limit, p.Offset, p.Count)
+	if p.Raises() {
+		fmt.Fprintf(&b, "raises: true\n")
+	}
 	fmt.Fprintf(&b, "render: %s\n", p.Render(RenderOptions{}))
 	fmt.Fprintf(&b, "render needed: %s\n", p.Render(RenderOptions{Columns: SelectNeeded}))
 	fmt.Fprintf(&b, "render needed window+5: %s\n", p.Render(RenderOptions{Columns: SelectNeeded, Window: true, Margin: 5}))

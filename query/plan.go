@@ -127,6 +127,7 @@ type Plan struct {
 	Count bool
 
 	filter *expr // nil: no WHERE
+	raises bool  // some expression can raise (Raises)
 }
 
 // JoinKind says how a source is joined.
@@ -208,18 +209,26 @@ type Output struct {
 	Name    string // the column's name in the result (its alias, or the column's name)
 	TypeOID uint32
 	TypeMod int32
-	Source  int // index into Plan.Sources; -1 for count
+	Source  int // index into Plan.Sources; -1 for count; ExprSource for a computed column
 	Column  int // index into Sources[Source].Columns
+
+	expr   *scalar // Source ExprSource: the expression
+	target int     // Source ExprSource: its index in the select list
 }
 
 // OrderKey is one ORDER BY key: a column of a source, ascending unless Desc,
 // with NULLs first when NullsFirst (PostgreSQL's default is NULLS LAST for
 // ASC and NULLS FIRST for DESC; Compile fills it in).
 type OrderKey struct {
-	Source     int
+	Source     int // ExprSource: an expression (Column unused)
 	Column     int
 	Desc       bool
 	NullsFirst bool
+
+	expr *scalar // Source ExprSource: the expression
+	// where Render finds the expression in the statement: the select
+	// list item target when the key names an output, else sort item item.
+	target, item int
 }
 
 // ConstraintKind is what a Constraint says about a column.

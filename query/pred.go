@@ -24,10 +24,11 @@ type topnd struct {
 	isText  bool   // an unknown literal
 	param   int    // an unknown-typed bind ($n), 0 if none
 	loc     int32
-	collate Collation // a column's collation
+	collate Collation // a column's (or an expression's) collation
+	sx      *scalar   // an expression over the row
 }
 
-func (o *topnd) unknown() bool { return o.col == nil && o.oid == 0 }
+func (o *topnd) unknown() bool { return o.col == nil && o.sx == nil && o.oid == 0 }
 
 // numericRank orders the numeric types by PostgreSQL's implicit casts
 // (int2 -> int4 -> int8 -> numeric -> float4 -> float8): the common type
@@ -330,6 +331,9 @@ func (c *compiler) cast(o topnd, to uint32, loc int32) (topnd, error) {
 		switch {
 		case tf == famFloat:
 			res.val = roundFloat(v, to)
+			if r := res.val.(float64); math.IsInf(r, 0) && !math.IsInf(v, 0) || r == 0 && v != 0 {
+				return topnd{}, refusalAt(loc, CodeExpression, "%v is out of range for %s", v, typeName(to))
+			}
 		case tf == famInt:
 			r := math.RoundToEven(v)
 			if math.IsNaN(r) || r < -9.223372036854775808e18 || r >= 9.223372036854775808e18 || !intFits(int64(r), to) {
@@ -462,7 +466,36 @@ func (c *compiler) operand(n *pg.Node) (topnd, error) {
 		col := c.column(r)
 		return topnd{col: r, oid: col.TypeOID, fam: c.colFamily(col), loc: cr.Location, collate: col.Collation}, nil
 	}
-	return c.constant(n)
+	if constTree(n) {
+		return c.constant(n)
+	}
+	s, err := c.sexpr(n)
+	if err != nil {
+		return topnd{}, err
+	}
+	return c.asOperand(s, nodeLocation(n)), nil
+}
+
+// nodeLocation is an expression node's position in the SQL text, -1 when
+// not known.
+func nodeLocation(n *pg.Node) int32 {
+	switch x := n.Node.(type) {
+	case *pg.Node_AExpr:
+		return x.AExpr.Location
+	case *pg.Node_FuncCall:
+		return x.FuncCall.Location
+	case *pg.Node_TypeCast:
+		return x.TypeCast.Location
+	case *pg.Node_CaseExpr:
+		return x.CaseExpr.Location
+	case *pg.Node_CoalesceExpr:
+		return x.CoalesceExpr.Location
+	case *pg.Node_MinMaxExpr:
+		return x.MinMaxExpr.Location
+	case *pg.Node_ColumnRef:
+		return x.ColumnRef.Location
+	}
+	return -1
 }
 
 // unify settles unknown operands and finds the family two operands compare
@@ -494,21 +527,21 @@ func (c *compiler) unify(l, r *topnd, ordering bool, loc int32) (family, error) 
 		return 0, refusalAt(loc, CodeType, "comparing %s with %s is not supported", typeName2(l), typeName2(r))
 	}
 	for _, o := range []*topnd{l, r} {
-		if o.col == nil || fam != famText || o.collate.OID == 0 {
+		if o.col == nil && o.sx == nil || fam != famText || o.collate.OID == 0 {
 			continue
 		}
 		if ordering && !o.collate.Bytewise() {
 			return 0, refusalAt(loc, CodeCollation, "ordering comparisons on %s under collation %q (%s) are not supported: only bytewise collations (C, POSIX, C.UTF-8) are reproduced",
-				c.column(o.col).Name, o.collate.Name, o.collate.Collate)
+				c.operandName(o), o.collate.Name, o.collate.Collate)
 		}
 		if !o.collate.Deterministic {
-			return 0, refusalAt(loc, CodeCollation, "comparisons on %s under the nondeterministic collation %q are not supported", c.column(o.col).Name, o.collate.Name)
+			return 0, refusalAt(loc, CodeCollation, "comparisons on %s under the nondeterministic collation %q are not supported", c.operandName(o), o.collate.Name)
 		}
 	}
 	if ordering && fam == famEnum {
 		return 0, refusalAt(loc, CodeType, "ordering comparisons on enum values are not supported")
 	}
-	if ordering && fam == famText && l.col == nil && r.col == nil {
+	if ordering && fam == famText && l.col == nil && r.col == nil && l.sx == nil && r.sx == nil {
 		return 0, refusalAt(loc, CodeCollation, "ordering comparisons between two text constants are not supported")
 	}
 	return fam, nil
@@ -524,8 +557,19 @@ func typeName2(o *topnd) string {
 	return typeName(o.oid)
 }
 
+// operandName names a column or expression operand in messages.
+func (c *compiler) operandName(o *topnd) string {
+	if o.col != nil {
+		return c.column(o.col).Name
+	}
+	return "an expression"
+}
+
 // final converts a compiled operand to its runtime form in family fam.
 func (c *compiler) final(o *topnd, fam family, loc int32) (operand, error) {
+	if o.sx != nil {
+		return operand{sx: o.sx}, nil
+	}
 	if o.col != nil {
 		return operand{col: o.col}, nil
 	}
@@ -554,8 +598,25 @@ func (c *compiler) compare(ln, rn *pg.Node, op cmpOp, loc int32) (*expr, error) 
 	if err != nil {
 		return nil, err
 	}
-	return c.comparePair(&l, &r, op, loc)
+	e, err := c.comparePair(&l, &r, op, loc)
+	if err != nil {
+		return nil, err
+	}
+	return strictNull(e), nil
 }
+
+// strictNull folds a comparison with a NULL constant to NULL: the
+// operator is strict, and the planner folds it without evaluating the
+// other side.
+func strictNull(e *expr) *expr {
+	if e.op == opCmp && (e.l.isNullConst() || e.r.isNullConst()) {
+		return &expr{op: opConst, val: Unknown}
+	}
+	return e
+}
+
+// isNullConst reports whether the operand is the constant NULL.
+func (o *operand) isNullConst() bool { return o.col == nil && o.sx == nil && o.val == nil }
 
 func (c *compiler) comparePair(l, r *topnd, op cmpOp, loc int32) (*expr, error) {
 	return c.comparePairIn(l, r, op, loc, famNone)
@@ -587,15 +648,16 @@ func (c *compiler) comparePairIn(l, r *topnd, op cmpOp, loc int32, force family)
 	// text (only the bpchar side loses its trailing spaces).
 	if fam == famText && force == famNone && (l.oid == change.OIDBPChar && r.oid == change.OIDVarchar || l.oid == change.OIDVarchar && r.oid == change.OIDBPChar) {
 		for _, o := range []*operand{&e.l, &e.r} {
-			if o.col != nil {
+			if o.col != nil || o.sx != nil {
 				o.trim = true
 			} else if s, ok := o.val.(string); ok {
 				o.val = strings.TrimRight(s, " ")
 			}
 		}
 	}
-	// Keep the column on the left where there is one.
-	if e.l.col == nil && e.r.col != nil {
+	// Keep the column on the left where there is one (an expression
+	// after it).
+	if e.l.col == nil && e.r.col != nil || e.l.col == nil && e.l.sx == nil && e.r.sx != nil {
 		e.l, e.r = e.r, e.l
 		e.cmp = op.flip()
 	}
@@ -645,7 +707,9 @@ func (c *compiler) pred(n *pg.Node) (*expr, error) {
 			}
 		}
 		e := &expr{op: opIsNull, negate: t.Nulltesttype == pg.NullTestType_IS_NOT_NULL, fam: o.fam}
-		if o.col != nil {
+		if o.sx != nil {
+			e.l = operand{sx: o.sx}
+		} else if o.col != nil {
 			e.l = operand{col: o.col}
 		} else {
 			e.l = operand{val: o.val}
@@ -662,7 +726,8 @@ func (c *compiler) pred(n *pg.Node) (*expr, error) {
 			return nil, err
 		}
 		return &expr{op: opBoolTest, args: []*expr{arg}, test: boolTest(t.Booltesttype - pg.BoolTestType_IS_TRUE)}, nil
-	case *pg.Node_ColumnRef, *pg.Node_AConst, *pg.Node_ParamRef, *pg.Node_TypeCast:
+	case *pg.Node_ColumnRef, *pg.Node_AConst, *pg.Node_ParamRef, *pg.Node_TypeCast, *pg.Node_FuncCall, *pg.Node_CaseExpr,
+		*pg.Node_CoalesceExpr, *pg.Node_MinMaxExpr:
 		o, err := c.operand(n)
 		if err != nil {
 			return nil, err
@@ -675,8 +740,8 @@ func (c *compiler) pred(n *pg.Node) (*expr, error) {
 		if o.fam != famBool {
 			return nil, refusalAt(o.loc, CodeType, "a %s value used as a condition: conditions must be boolean", typeName(o.oid))
 		}
-		if o.col != nil {
-			return &expr{op: opBoolCol, l: operand{col: o.col}, fam: famBool}, nil
+		if o.col != nil || o.sx != nil {
+			return &expr{op: opBoolCol, l: operand{col: o.col, sx: o.sx}, fam: famBool}, nil
 		}
 		if o.val == nil {
 			return &expr{op: opConst, val: Unknown}, nil
@@ -756,7 +821,18 @@ func (c *compiler) aexpr(a *pg.A_Expr, n *pg.Node) (*expr, error) {
 		}
 		return e, nil
 	case pg.A_Expr_Kind_AEXPR_NULLIF:
-		return nil, refusalAt(a.Location, CodeFunction, "NULLIF is not supported")
+		s, err := c.nullif(a)
+		if err != nil {
+			return nil, err
+		}
+		o := c.asOperand(s, a.Location)
+		if o.fam != famBool {
+			return nil, refusalAt(a.Location, CodeType, "a %s value used as a condition: conditions must be boolean", typeName(o.oid))
+		}
+		if o.sx == nil {
+			return &expr{op: opConst, val: Unknown}, nil // NULLIF of constants: folded; equal ones give NULL
+		}
+		return &expr{op: opBoolCol, l: operand{sx: o.sx}, fam: famBool}, nil
 	case pg.A_Expr_Kind_AEXPR_SIMILAR:
 		return nil, refusalAt(a.Location, CodeOperator, "SIMILAR TO is not supported")
 	}
@@ -774,13 +850,13 @@ func (c *compiler) in(a *pg.A_Expr, negate bool) (*expr, error) {
 		return nil, err
 	}
 	var items []topnd
-	allConst := l.col != nil
+	allConst := l.col != nil || l.sx != nil
 	for _, it := range list.Items {
 		o, err := c.operand(it)
 		if err != nil {
 			return nil, err
 		}
-		if o.col != nil {
+		if o.col != nil || o.sx != nil {
 			allConst = false
 		}
 		items = append(items, o)
@@ -840,7 +916,7 @@ func (c *compiler) in(a *pg.A_Expr, negate bool) (*expr, error) {
 		}
 	}
 	if allConst && fam != famEnum {
-		e := &expr{op: opIn, negate: negate, fam: fam, l: operand{col: l.col, trim: cmps[0].l.trim}, set: make(map[string]struct{})}
+		e := &expr{op: opIn, negate: negate, fam: fam, l: operand{col: l.col, sx: l.sx, trim: cmps[0].l.trim}, set: make(map[string]struct{})}
 		for _, ce := range cmps {
 			if ce.r.val == nil {
 				e.null = true
@@ -988,18 +1064,18 @@ func (c *compiler) anyAll(a *pg.A_Expr, op cmpOp, isAny bool) (*expr, error) {
 		}
 		fam = e.fam
 		vals[i] = e.r.val
-		if e.l.col == nil && l.col != nil {
+		if e.l.col == nil && e.l.sx == nil && (l.col != nil || l.sx != nil) {
 			vals[i] = e.l.val
 		}
 	}
 	if len(elems) == 0 {
 		fam = l.fam
 	}
-	if l.col == nil {
+	if l.col == nil && l.sx == nil {
 		return nil, refusalAt(a.Location, CodeExpression, "ANY/ALL with a constant on the left is not supported")
 	}
 	if (op == cmpEq && isAny) || (op == cmpNe && !isAny) {
-		e := &expr{op: opIn, negate: !isAny, fam: fam, l: operand{col: l.col}, set: make(map[string]struct{})}
+		e := &expr{op: opIn, negate: !isAny, fam: fam, l: operand{col: l.col, sx: l.sx}, set: make(map[string]struct{})}
 		for _, v := range vals {
 			if v == nil {
 				e.null = true
@@ -1013,7 +1089,7 @@ func (c *compiler) anyAll(a *pg.A_Expr, op cmpOp, isAny bool) (*expr, error) {
 		}
 		return e, nil
 	}
-	return &expr{op: opAnyAll, any: isAny, cmp: op, fam: fam, l: operand{col: l.col}, vals: vals}, nil
+	return &expr{op: opAnyAll, any: isAny, cmp: op, fam: fam, l: operand{col: l.col, sx: l.sx}, vals: vals}, nil
 }
 
 // like compiles x [NOT] LIKE/ILIKE pattern [ESCAPE e].
@@ -1022,7 +1098,7 @@ func (c *compiler) like(a *pg.A_Expr, negate, ilike bool) (*expr, error) {
 	if err != nil {
 		return nil, err
 	}
-	if l.col == nil {
+	if l.col == nil && l.sx == nil {
 		return nil, refusalAt(a.Location, CodeExpression, "LIKE with a constant on the left is not supported")
 	}
 	if l.fam != famText {
@@ -1095,5 +1171,5 @@ func (c *compiler) like(a *pg.A_Expr, negate, ilike bool) (*expr, error) {
 	if !ok {
 		return nil, refusalAt(a.Location, CodeExpression, "LIKE pattern %q must not end with the escape character", ps)
 	}
-	return &expr{op: opLike, l: operand{col: l.col}, fam: famText, negate: negate, like: m}, nil
+	return &expr{op: opLike, l: operand{col: l.col, sx: l.sx}, fam: famText, negate: negate, like: m}, nil
 }

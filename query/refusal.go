@@ -45,6 +45,7 @@ const (
 	CodeBind            Code = "bind"            // a bind that is missing, of an unknown type, or malformed
 	CodeTooComplex      Code = "too_complex"     // more filter alternatives than MaxAlternatives, or nested too deep
 	CodeTooManyInValues Code = "too_many_in_values"
+	CodeEvalError       Code = "eval_error" // PostgreSQL would raise an error evaluating the query (division by zero, overflow, ...)
 )
 
 // Refusal says why a query is not supported. It is an answer, not an

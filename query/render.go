@@ -38,6 +38,14 @@ func (p *Plan) Render(o RenderOptions) string {
 		panic(fmt.Sprintf("query: parse normalized %q: %v", p.Normalized, err))
 	}
 	sel := tree.Stmts[0].Stmt.GetSelectStmt()
+	targets, sorts := sel.TargetList, sel.SortClause
+	// exprNode is where an expression output or key is in the statement.
+	exprNode := func(target, item int) *pg.Node {
+		if target >= 0 {
+			return targets[target].GetResTarget().Val
+		}
+		return sorts[item].GetSortBy().Node
+	}
 	if o.Columns == SelectNeeded {
 		sel.TargetList = nil
 		for _, s := range p.Sources {
@@ -55,7 +63,6 @@ func (p *Plan) Render(o RenderOptions) string {
 		// output aliases or positions that a different select list lacks.
 		sel.SortClause = nil
 		for _, k := range p.Order {
-			s := p.Sources[k.Source]
 			dir := pg.SortByDir_SORTBY_ASC
 			if k.Desc {
 				dir = pg.SortByDir_SORTBY_DESC
@@ -64,7 +71,14 @@ func (p *Plan) Render(o RenderOptions) string {
 			if k.NullsFirst {
 				nulls = pg.SortByNulls_SORTBY_NULLS_FIRST
 			}
-			sel.SortClause = append(sel.SortClause, pg.MakeSortByNode(colNode(s.Alias, s.Columns[k.Column].Name), dir, nulls, -1))
+			var key *pg.Node
+			if k.expr != nil {
+				key = exprNode(k.target, k.item)
+			} else {
+				s := p.Sources[k.Source]
+				key = colNode(s.Alias, s.Columns[k.Column].Name)
+			}
+			sel.SortClause = append(sel.SortClause, pg.MakeSortByNode(key, dir, nulls, -1))
 		}
 	}
 	if o.Window && !p.Count {
@@ -79,6 +93,17 @@ func (p *Plan) Render(o RenderOptions) string {
 						continue
 					}
 					sel.SortClause = append(sel.SortClause, pg.MakeSortByNode(colNode(s.Alias, s.Columns[j].Name),
+						pg.SortByDir_SORTBY_ASC, pg.SortByNulls_SORTBY_NULLS_LAST, -1))
+				}
+			}
+			// A window holds only its rows, but PostgreSQL computes the
+			// select list of every row it sorts: sorting last by each
+			// output expression that can raise (the keys before are
+			// unique, so the order is unchanged) makes the read fail as
+			// the query would.
+			for _, out := range p.Output {
+				if out.expr != nil && out.expr.raises {
+					sel.SortClause = append(sel.SortClause, pg.MakeSortByNode(exprNode(out.target, -1),
 						pg.SortByDir_SORTBY_ASC, pg.SortByNulls_SORTBY_NULLS_LAST, -1))
 				}
 			}

@@ -24,6 +24,9 @@ const maxShapes = 4096
 func shareOutput(o []Output) []Output {
 	var k []byte
 	for _, x := range o {
+		if x.expr != nil {
+			return o // expressions hold the binds' values: not shared
+		}
 		k = strconv.AppendQuote(k, x.Name)
 		k = appendInts(k, int64(x.TypeOID), int64(x.TypeMod), int64(x.Source), int64(x.Column))
 	}
@@ -34,6 +37,9 @@ func shareOutput(o []Output) []Output {
 func shareOrder(o []OrderKey) []OrderKey {
 	var k []byte
 	for _, x := range o {
+		if x.expr != nil {
+			return o
+		}
 		k = appendInts(k, int64(x.Source), int64(x.Column))
 		k = strconv.AppendBool(k, x.Desc)
 		k = strconv.AppendBool(k, x.NullsFirst)

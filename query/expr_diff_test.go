@@ -1,0 +1,430 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/freshetdb/freshet/change"
+	"github.com/jackc/pgx/v5"
+)
+
+// exprGen draws random value expressions over the differential test's
+// table "vals": arithmetic over every numeric type (extremes, NaN and
+// infinities included), string functions, CASE, COALESCE, NULLIF,
+// GREATEST/LEAST, casts and conditions on expressions.
+type exprGen struct{ rng *rand.Rand }
+
+func (g *exprGen) pick(s ...string) string { return s[g.rng.Intn(len(s))] }
+
+func (g *exprGen) num(d int) string {
+	if d <= 0 || g.rng.Intn(4) == 0 {
+		if g.rng.Intn(3) == 0 {
+			return g.pick("0", "1", "-1", "2", "3", "7", "1.5", "0.001", "-2.50", "2147483647", "-2147483648", "9223372036854775807",
+				"100000000000000000000", "'NaN'::numeric", "'Infinity'::numeric", "'-Infinity'::float8", "'NaN'::float8", "1e300::float8",
+				"'1e-300'::float8", "'-0'::float8", "2::int2", "(-32768)::int2", "'3.4e38'::float4", "'0.1'::real", "NULL::int4", "3.0::numeric")
+		}
+		return g.pick("i2", "i4", "i8", "n", "f8", "f4", "i4", "i8", "n")
+	}
+	switch g.rng.Intn(14) {
+	case 0, 1, 2, 3:
+		return fmt.Sprintf("(%s %s %s)", g.num(d-1), g.pick("+", "-", "*", "/", "%", "+", "-", "*"), g.num(d-1))
+	case 4:
+		return fmt.Sprintf("(- %s)", g.num(d-1))
+	case 5:
+		return fmt.Sprintf("CASE WHEN %s THEN %s ELSE %s END", g.cond(d-1), g.num(d-1), g.num(d-1))
+	case 6:
+		return fmt.Sprintf("COALESCE(%s, %s)", g.num(d-1), g.num(d-1))
+	case 7:
+		return fmt.Sprintf("NULLIF(%s, %s)", g.num(d-1), g.num(d-1))
+	case 8:
+		return fmt.Sprintf("%s(%s, %s)", g.pick("GREATEST", "LEAST"), g.num(d-1), g.num(d-1))
+	case 9:
+		return fmt.Sprintf("(%s)::%s", g.num(d-1), g.pick("int2", "int4", "int8", "numeric", "float8", "float4", "numeric(5,2)", "numeric(10,0)", "numeric(3,-1)", "text"))
+	case 10:
+		return fmt.Sprintf("length(%s)", g.text(d-1))
+	case 11:
+		return fmt.Sprintf("CASE %s WHEN %s THEN %s WHEN %s THEN %s END", g.num(d-1), g.num(0), g.num(d-1), g.num(0), g.num(d-1))
+	case 12:
+		return fmt.Sprintf("(%s)::int4", g.text(d-1))
+	}
+	return fmt.Sprintf("(%s %s %s)", g.num(d-1), g.pick("+", "*", "/"), g.pick("i4", "n", "f8", "i2"))
+}
+
+func (g *exprGen) intArg(d int) string {
+	if d > 0 && g.rng.Intn(4) == 0 {
+		return fmt.Sprintf("length(%s)", g.text(d-1))
+	}
+	return g.pick("1", "0", "-1", "2", "3", "5", "2147483647", "-2147483648", "i4", "i2", "(i2 % 5)")
+}
+
+func (g *exprGen) text(d int) string {
+	if d <= 0 || g.rng.Intn(4) == 0 {
+		if g.rng.Intn(3) == 0 {
+			return g.pick("'a'", "'ab '", "'É'", "''", "'xÀy'", "'A_b'", "NULL::text", "'  a  '")
+		}
+		return g.pick("t", "tc", "v", "c", "nm", "t", "t")
+	}
+	switch g.rng.Intn(20) {
+	case 0, 1:
+		return fmt.Sprintf("(%s || %s)", g.text(d-1), g.text(d-1))
+	case 2:
+		return fmt.Sprintf("(%s || %s)", g.text(d-1), g.pick(g.num(d-1), "bo", "d", "ts"))
+	case 3:
+		return fmt.Sprintf("%s(%s)", g.pick("lower", "upper"), g.text(d-1))
+	case 4:
+		return fmt.Sprintf("substr(%s, %s)", g.text(d-1), g.intArg(d-1))
+	case 5:
+		return fmt.Sprintf("substr(%s, %s, %s)", g.text(d-1), g.intArg(d-1), g.intArg(d-1))
+	case 6:
+		return fmt.Sprintf("substring(%s from %s for %s)", g.text(d-1), g.intArg(d-1), g.intArg(d-1))
+	case 7:
+		return fmt.Sprintf("%s(%s)", g.pick("btrim", "ltrim", "rtrim"), g.text(d-1))
+	case 8:
+		return fmt.Sprintf("%s(%s, %s)", g.pick("btrim", "ltrim", "rtrim"), g.text(d-1), g.pick("'a'", "'ab '", "''", "'É '"))
+	case 9:
+		return fmt.Sprintf("trim(%s %s from %s)", g.pick("both", "leading", "trailing"), g.pick("'a'", "' '", "'ba'"), g.text(d-1))
+	case 10:
+		return fmt.Sprintf("concat(%s, %s, %s)", g.text(d-1), g.pick(g.num(d-1), "bo", "c", "d"), g.text(d-1))
+	case 11:
+		return fmt.Sprintf("replace(%s, %s, %s)", g.text(d-1), g.pick("'a'", "''", "'b '", "'É'"), g.pick("'xy'", "''", "'a'"))
+	case 12:
+		return fmt.Sprintf("%s(%s, %s)", g.pick("left", "right"), g.text(d-1), g.intArg(d-1))
+	case 13:
+		return fmt.Sprintf("CASE WHEN %s THEN %s ELSE %s END", g.cond(d-1), g.text(d-1), g.text(d-1))
+	case 14:
+		return fmt.Sprintf("COALESCE(%s, %s)", g.text(d-1), g.text(d-1))
+	case 15:
+		return fmt.Sprintf("NULLIF(%s, %s)", g.text(d-1), g.text(d-1))
+	case 16:
+		return fmt.Sprintf("%s(%s, %s)", g.pick("GREATEST", "LEAST"), g.pick("tc", "t", "c", "'b'"), g.pick("tc", "'a'", "v"))
+	case 17:
+		return fmt.Sprintf("(%s)::%s", g.pick("i4", "n", "f8", "f4", "bo", "d", "ts", "tt", "c", "u", "iv", "tm", g.num(d-1)), g.pick("text", "varchar(3)", "char(3)", "varchar"))
+	case 18:
+		return fmt.Sprintf("(%s)::%s", g.text(d-1), g.pick("text", "varchar(2)", "char(4)", "bpchar"))
+	}
+	return g.pick("(ts)::date::text", "(tt)::date::text", "(d)::timestamp::text", "(d)::timestamptz::text", "(tt)::timestamp::text")
+}
+
+func (g *exprGen) cond(d int) string {
+	switch g.rng.Intn(8) {
+	case 0:
+		return fmt.Sprintf("starts_with(%s, %s)", g.text(d), g.pick("'a'", "''", "'É'", "t"))
+	case 1:
+		return fmt.Sprintf("%s %s %s", g.text(d), g.pick("=", "<>", "<", ">="), g.pick("'a'", "'b'", "tc", "''"))
+	case 2:
+		return fmt.Sprintf("%s IS %sNULL", g.pick(g.num(d), g.text(d)), g.pick("", "NOT "))
+	case 3:
+		return fmt.Sprintf("%s LIKE %s", g.text(d), g.pick("'a%'", "'%b'", "'_'"))
+	case 4:
+		return fmt.Sprintf("%s IN (%s, %s)", g.num(d), g.num(0), g.num(0))
+	case 5:
+		return g.pick("bo", "NOT bo", "bo IS NOT TRUE")
+	}
+	return fmt.Sprintf("%s %s %s", g.num(d), g.pick("=", "<>", "<", "<=", ">", ">="), g.num(d))
+}
+
+// expr draws an expression of any of the kinds.
+func (g *exprGen) expr(d int) string {
+	switch g.rng.Intn(5) {
+	case 0, 1:
+		return g.num(d)
+	case 2, 3:
+		return g.text(d)
+	}
+	return g.cond(d)
+}
+
+// pgEval creates eval_rows(e): e evaluated on each row of vals alone (so
+// that one row's error leaves the others' values), as (id, null, text of
+// the value by its output function, SQLSTATE of an error).
+const pgEval = `CREATE FUNCTION eval_rows(e text) RETURNS TABLE(rid int, vnull bool, val text, err text) LANGUAGE plpgsql AS $f$
+DECLARE r int;
+BEGIN
+  FOR r IN SELECT id FROM vals ORDER BY id LOOP
+    rid := r; vnull := NULL; val := NULL; err := NULL;
+    BEGIN
+      EXECUTE 'SELECT x IS NULL, format(''%s'', x) FROM (SELECT (' || e || ') AS x FROM vals WHERE id = $1) s' INTO vnull, val USING r;
+    EXCEPTION WHEN OTHERS THEN err := SQLSTATE;
+    END;
+    RETURN NEXT;
+  END LOOP;
+END $f$`
+
+// pgRow is PostgreSQL's answer for one row.
+type pgRow struct {
+	null     bool
+	val, err string
+}
+
+func evalOnServer(t *testing.T, conn *pgx.Conn, e string) []pgRow {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), "SELECT vnull, val, err FROM eval_rows($1) ORDER BY rid", e)
+	if err != nil {
+		t.Fatalf("eval_rows(%s): %v", e, err)
+	}
+	var out []pgRow
+	for rows.Next() {
+		var null *bool
+		var val, e *string
+		if err := rows.Scan(&null, &val, &e); err != nil {
+			t.Fatal(err)
+		}
+		r := pgRow{}
+		if e != nil {
+			r.err = *e
+		} else {
+			r.null = null != nil && *null
+			if val != nil {
+				r.val = *val
+			}
+		}
+		out = append(out, r)
+	}
+	if rows.Err() != nil {
+		t.Fatalf("eval_rows(%s): %v", e, rows.Err())
+	}
+	return out
+}
+
+// TestExprDifferential compiles random expressions as output columns and
+// compares, row by row, the value's text (or the SQLSTATE of the error
+// PostgreSQL raises) with the server's, and the result's type and type
+// modifier with what the server describes. Boolean expressions are also
+// compiled as WHERE clauses (EvalRow against the server's truth value,
+// and the kept rows against the routing constraints), and every
+// expression is compiled as an ORDER BY key against the server's order.
+func TestExprDifferential(t *testing.T) {
+	seed := int64(20261201)
+	if *diffSeed != 0 {
+		seed = *diffSeed
+	}
+	rng := rand.New(rand.NewSource(seed))
+	conn, cat := setupDiff(t, rng, 120)
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, pgEval); err != nil {
+		t.Fatal(err)
+	}
+	opts := DefaultOptions()
+	opts.Catalog = cat
+	n := 700
+	if testing.Short() {
+		n = 150
+	}
+	if *diffN > 0 {
+		n = *diffN
+	}
+	g := &exprGen{rng: rng}
+	var accepted, refused, rowsCompared, errorsCompared int
+	reasons := map[Code]int{}
+	for i := 0; i < n && !t.Failed(); i++ {
+		e := g.expr(1 + rng.Intn(3))
+		sql := fmt.Sprintf("SELECT id, %s AS x FROM vals", e)
+		p, r, err := Compile(ctx, sql, nil, opts)
+		if err != nil {
+			t.Fatalf("compile %s: %v", sql, err)
+		}
+		server := evalOnServer(t, conn, e)
+		if p == nil {
+			refused++
+			reasons[r.Code]++
+			if r.Code == CodeEvalError {
+				// A constant part fails: PostgreSQL fails every row.
+				for k, sr := range server {
+					if sr.err == "" {
+						t.Errorf("seed %d: %s refused (%s) but PostgreSQL evaluates row %d to %q", seed, e, r.Message, k, sr.val)
+						break
+					}
+				}
+			} else if testing.Verbose() && reasons[r.Code] < 6 {
+				t.Logf("refused %s: %s", e, r.Message)
+			}
+			continue
+		}
+		accepted++
+		// The server's type for the expression.
+		sd, err := conn.PgConn().Prepare(ctx, "", "SELECT "+e+" FROM vals", nil)
+		if err != nil {
+			t.Errorf("seed %d: accepted, but PostgreSQL rejects %s: %v", seed, e, err)
+			continue
+		}
+		out := p.Output[1]
+		if f := sd.Fields[0]; f.DataTypeOID != out.TypeOID || f.TypeModifier != out.TypeMod {
+			t.Errorf("seed %d: %s: type %s(%d), PostgreSQL says %s(%d)", seed, e, typeName(out.TypeOID), out.TypeMod, typeName(f.DataTypeOID), f.TypeModifier)
+			continue
+		}
+		rows, _ := readRows(t, conn, p, "SELECT "+neededList(p)+" FROM vals ORDER BY id", 0)
+		if len(rows) != len(server) {
+			t.Fatalf("%d rows read, %d evaluated", len(rows), len(server))
+		}
+		failed := false
+		for k, row := range rows {
+			want := server[k]
+			_, err := p.EvalRow(row)
+			var got pgRow
+			if err != nil {
+				var ee *EvalError
+				if !errors.As(err, &ee) {
+					t.Fatalf("EvalRow: %v", err)
+				}
+				got.err = ee.Code
+			} else if v := p.Project(row)[1]; v == nil {
+				got.null = true
+			} else {
+				got.val = formatText(out.TypeOID, v)
+			}
+			if got != want {
+				t.Errorf("seed %d: %s\n  row %s: got %+v, PostgreSQL %+v", seed, e, fmtRow(row), got, want)
+				failed = true
+				break
+			}
+			rowsCompared++
+			if want.err != "" {
+				errorsCompared++
+			}
+		}
+		if failed {
+			continue
+		}
+		if out.TypeOID == change.OIDBool {
+			checkWhere(t, seed, e, opts, conn, server)
+		}
+		noErrors := true
+		for _, sr := range server {
+			noErrors = noErrors && sr.err == ""
+		}
+		if noErrors {
+			checkOrder(t, seed, e, opts, conn)
+		}
+	}
+	t.Logf("%d expressions accepted, %d refused: %v; %d rows compared, %d of them errors", accepted, refused, reasons, rowsCompared, errorsCompared)
+	if accepted < n*2/3 {
+		t.Errorf("only %d of %d expressions were accepted; refusals: %v", accepted, n, reasons)
+	}
+	if errorsCompared == 0 {
+		t.Errorf("no row raised an error: the overflow and division cases are not exercised")
+	}
+}
+
+// checkWhere compiles e as a WHERE clause: EvalRow must keep exactly the
+// rows the server's value is true for, fail exactly where it fails, and
+// every kept row must satisfy the routing constraints.
+func checkWhere(t *testing.T, seed int64, e string, opts Options, conn *pgx.Conn, server []pgRow) {
+	t.Helper()
+	sql := "SELECT id FROM vals WHERE i4 IN (0, 1, 2, 7) AND " + e
+	if rng := len(e) % 3; rng == 0 {
+		sql = "SELECT id FROM vals WHERE " + e
+	}
+	p, r, err := Compile(context.Background(), sql, nil, opts)
+	if err != nil || r != nil {
+		t.Errorf("seed %d: %s accepted as an output but not in WHERE: %v %v", seed, e, err, r)
+		return
+	}
+	rows, _ := readRows(t, conn, p, "SELECT "+neededList(p)+" FROM vals ORDER BY id", 0)
+	restricted := strings.HasPrefix(sql, "SELECT id FROM vals WHERE i4 IN (0, 1, 2, 7) AND ")
+	for k, row := range rows {
+		got, err := p.EvalRow(row)
+		want := server[k]
+		var i4 any
+		for j, c := range p.Sources[0].Columns {
+			if c.Name == "i4" {
+				i4 = row[0][j]
+			}
+		}
+		inSet := !restricted
+		if x, ok := i4.(int64); ok && (x == 0 || x == 1 || x == 2 || x == 7) {
+			inSet = true
+		}
+		switch {
+		case want.err != "":
+			// Every condition is evaluated: the row raises whatever the
+			// other condition says.
+			if err == nil {
+				t.Errorf("seed %d: WHERE %s: row %s: no error, PostgreSQL raises %s", seed, e, fmtRow(row), want.err)
+				return
+			}
+			continue
+		case err != nil:
+			t.Errorf("seed %d: WHERE %s: row %s: %v, PostgreSQL evaluates it", seed, e, fmtRow(row), err)
+			return
+		}
+		keep := inSet && !want.null && want.val == "t"
+		if (got == True) != keep {
+			t.Errorf("seed %d: %s\n  row %s: EvalRow = %v, want kept %v", seed, sql, fmtRow(row), got, keep)
+			return
+		}
+		if keep {
+			if c, ok := violated(p, row); !ok {
+				t.Errorf("seed %d: %s: kept row %s violates constraint %s %s", seed, sql, fmtRow(row), p.Sources[0].Columns[c.Column].Name, describeConstraint(c))
+				return
+			}
+		}
+	}
+}
+
+// checkOrder compiles ORDER BY e and compares Compare's tie groups with
+// the server's dense_rank.
+func checkOrder(t *testing.T, seed int64, e string, opts Options, conn *pgx.Conn) {
+	t.Helper()
+	if _, err := strconv.Atoi(e); err == nil {
+		return // ORDER BY 1 names an output column
+	}
+	dir := []string{"", " DESC", " NULLS FIRST"}[len(e)%3]
+	sql := "SELECT id FROM vals ORDER BY " + e + dir
+	p, r, err := Compile(context.Background(), sql, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r == nil && p.Order[0].Source != ExprSource {
+		return // a position (ORDER BY - -1 is ORDER BY 1) or a column
+	}
+	if r != nil {
+		if r.Code != CodeType && r.Code != CodeCollation && r.Code != CodeOrderBy {
+			t.Errorf("seed %d: ORDER BY %s refused: %v", seed, e, r)
+		}
+		return
+	}
+	check := fmt.Sprintf("SELECT %s, dense_rank() OVER (ORDER BY %s%s) FROM vals", neededList(p), e, dir)
+	rows, extras := readRows(t, conn, p, check, 1)
+	type ranked struct {
+		row  Row
+		rank int
+	}
+	rs := make([]ranked, len(rows))
+	for k := range rows {
+		fmt.Sscan(string(extras[k][0]), &rs[k].rank)
+		rs[k].row = rows[k]
+	}
+	sort.SliceStable(rs, func(a, b int) bool { return p.Compare(rs[a].row, rs[b].row) < 0 })
+	for k := 1; k < len(rs); k++ {
+		a, b := rs[k-1], rs[k]
+		c := p.Compare(a.row, b.row)
+		if (c == 0) != (a.rank == b.rank) || c < 0 && a.rank > b.rank {
+			t.Errorf("seed %d: ORDER BY %s%s: rows %s (rank %d) and %s (rank %d): Compare = %d", seed, e, dir, fmtRow(a.row), a.rank, fmtRow(b.row), b.rank, c)
+			return
+		}
+	}
+	// The window read Render writes for it must run and return the
+	// window CompareWindow keeps.
+	pw, r, err := Compile(context.Background(), sql+" LIMIT 5 OFFSET 2", nil, opts)
+	if err != nil || r != nil {
+		t.Fatalf("compile with limit: %v %v", err, r)
+	}
+	win, _ := readRows(t, conn, pw, pw.Render(RenderOptions{Columns: SelectNeeded, Window: true, Margin: 3}), 0)
+	all := make([]Row, len(rs))
+	for k := range rs {
+		all[k] = rs[k].row
+	}
+	sort.Slice(all, func(a, b int) bool { return pw.CompareWindow(all[a], all[b]) < 0 })
+	for k := range win {
+		if keyString(pw, win[k]) != keyString(pw, all[k]) {
+			t.Errorf("seed %d: window row %d under ORDER BY %s is %s, CompareWindow puts %s there", seed, k, e, keyString(pw, win[k]), keyString(pw, all[k]))
+			return
+		}
+	}
+}
