@@ -124,7 +124,10 @@ func (tb *table) column(name string) int {
 // that the stream has not shown yet, or a stale catalog did not) gets a
 // slot of its own, so that neither view reads the other's values as its
 // own. The views of the shape that no longer holds end once the stream, a
-// read or the catalog check shows it.
+// read or the catalog check shows it. An existing slot of the plan's shape
+// serves only while views need it: one no view needs is not kept current
+// (changes decode only needed columns, and DDL changes no row in the
+// stream), so after ALTER TYPE A to B and back to A its values are stale.
 func (tb *table) columnFor(c *query.Column) int {
 	slot := tb.column(c.Name)
 	// Key columns keep their slots (rows are keyed by them): every view of
@@ -132,7 +135,7 @@ func (tb *table) columnFor(c *query.Column) int {
 	if lc := &tb.cols[slot]; lc.typed && !lc.sameShape(c) && !tb.isKey(slot) {
 		slot = -1
 		for i := len(tb.cols) - 1; i >= 0; i-- {
-			if lc := &tb.cols[i]; lc.name == c.Name && lc.typed && lc.sameShape(c) {
+			if lc := &tb.cols[i]; lc.name == c.Name && lc.typed && lc.need > 0 && lc.sameShape(c) {
 				slot = i
 				break
 			}
