@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/freshetdb/freshet/change"
-	"github.com/freshetdb/freshet/engine"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -42,7 +41,8 @@ type SourceConfig struct {
 	Logger *slog.Logger
 }
 
-// Source is an engine.Source fed from the bus: an ordered JetStream
+// Source is an engine.Source (it has Next and Ack; the engine's tests use
+// it, so this package does not import the engine) fed from the bus: an ordered JetStream
 // consumer (no acknowledgements, no state on the server) whose every
 // message is checked against the one before it. Events come out in
 // commit order; a gap or a new epoch is a final error wrapping ErrBroken.
@@ -59,8 +59,6 @@ type Source struct {
 	seq   atomic.Uint64 // stream sequence of the last message consumed
 	acked atomic.Uint64
 }
-
-var _ engine.Source = (*Source)(nil)
 
 // OpenSource attaches to the stream of cfg's slot, starting Replay back.
 func OpenSource(ctx context.Context, cfg SourceConfig) (*Source, error) {

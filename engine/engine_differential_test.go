@@ -792,9 +792,9 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 	g := newDgen(seed)
 	pw := &passWatch{}
 	tap := &ackTap{onAck: pw.ack}
-	r := newRig(t, g.ddl(), Config{Source: tap, ReadConcurrency: 2, WindowMargin: 1 + g.rng.IntN(4), CatalogCheckInterval: 200 * time.Millisecond})
+	r := newDiffRig(t, g.ddl(), Config{Source: tap, ReadConcurrency: 2, WindowMargin: 1 + g.rng.IntN(4), CatalogCheckInterval: 200 * time.Millisecond})
 	pw.mu.Lock()
-	pw.types = r.reader.Types()
+	pw.types = r.types
 	pw.mu.Unlock()
 	ctx := context.Background()
 	// The tables a schema change touched: only their subscriptions may be
@@ -991,7 +991,7 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 			if err != nil {
 				fail("reference query %q: %v", s.q.ref, err)
 			}
-			got, err := s.rec.result(s.q.ordered, r.reader.Types())
+			got, err := s.rec.result(s.q.ordered, r.types)
 			if err != nil {
 				fail("round %d: subscription %d (%s) %s binds %s: client state: %v", round, s.id, s.q.shape, s.q.sql, fmtBinds(s.q.binds), err)
 			}

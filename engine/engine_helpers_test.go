@@ -53,8 +53,9 @@ func newPool(t testing.TB) *pgxpool.Pool {
 type rig struct {
 	t      testing.TB
 	db     *pgtest.DB
-	conn   *pgx.Conn // for writes and reference queries
-	reader *pgwal.Reader
+	conn   *pgx.Conn     // for writes and reference queries
+	reader *pgwal.Reader // nil when the engine follows the bus (newBusRig)
+	types  change.TypeResolver
 	e      *Engine
 }
 
@@ -114,7 +115,7 @@ func newRig(t testing.TB, setup string, cfg Config) *rig {
 		e.Close()
 		rd.Close()
 	})
-	return &rig{t: t, db: db, conn: conn, reader: rd, e: e}
+	return &rig{t: t, db: db, conn: conn, reader: rd, types: rd.Types(), e: e}
 }
 
 // ackTap passes the rig's reader through to the engine (give it as
