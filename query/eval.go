@@ -145,3 +145,21 @@ func (p *Plan) WindowEnd(margin int64) int64 {
 	}
 	return satAdd(satAdd(p.Offset, p.Limit, math.MaxInt64), max(margin, 0), math.MaxInt64)
 }
+
+// OrderOutput returns the index of the output column ORDER BY key i sorts
+// by, or -1 when the query sorts by something it does not output (a
+// column not selected, or an expression other than an output's).
+func (p *Plan) OrderOutput(i int) int {
+	k := p.Order[i]
+	for j, out := range p.Output {
+		switch {
+		case k.expr != nil:
+			if out.expr != nil && k.target >= 0 && out.target == k.target {
+				return j
+			}
+		case out.Source >= 0 && out.Source == k.Source && out.Column == k.Column:
+			return j
+		}
+	}
+	return -1
+}

@@ -193,13 +193,7 @@ func appendWindow(b []byte, p *query.Plan) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			col := -1
-			for j, out := range p.Output {
-				if out.Source == k.Source && out.Column == k.Column {
-					col = j
-					break
-				}
-			}
+			col := p.OrderOutput(i)
 			b = append(b, `{"column":`...)
 			b = wire.AppendInt(b, int64(col))
 			if k.Desc {
