@@ -195,6 +195,7 @@ func TestQuietDesk(t *testing.T) {
 		{"Lookups", testLookups}, // first: it counts reads on a desk nobody wrote to
 		{"Handler", testHandler},
 		{"VerifyFindsMismatch", testVerifyFindsMismatch},
+		{"CheckpointFindsMismatch", testCheckpointFindsMismatch},
 		{"VerifyFindsMisroute", testVerifyFindsMisroute},
 		{"VerifyCapacityRefusal", testVerifyCapacityRefusal},
 	} {

@@ -41,6 +41,15 @@ type VerifyConfig struct {
 	// reason that is not about the query (CapacityCodes) is not counted
 	// as misrouted. Without it every refusal of a Cached lookup is.
 	RefusalCode func(sql string) string
+	// Staleness is how old an answer the cached pool returns may be
+	// (readcache.Cache.Staleness). With it a differing pair is re-read
+	// only as long as the cache's own bound allows: the cached answer
+	// must agree with an answer PostgreSQL gave once the time the cache
+	// said it might be behind (reported with each cached read) has passed
+	// since the first comparison, plus the reads' own round trip; Settle
+	// still caps the wait. Default: the read cache of the cached pool's
+	// *sql.DB (stdlib.CacheOf), if it has one.
+	Staleness func() (time.Duration, bool)
 }
 
 // CapacityCodes are refusal codes that say nothing about the query: the
@@ -105,12 +114,15 @@ func (r VerifyReport) OK() bool { return len(r.Mismatches) == 0 }
 
 // Verify reads every lookup (Rounds times, with arguments drawn from w by
 // r) through cached and through direct and compares the answers as JSON.
-// A differing pair is read again (both sides) every Retry until it agrees
-// or Settle runs out: the cached answer agrees when it equals any answer
-// PostgreSQL gave since the first read (under writes the two reads never
-// happen at the same instant, so a cached answer a moment behind is
-// right). One that never agrees is a Mismatch, kept with the last answers
-// of both. direct nil means cached with
+// A differing pair is read again (both sides) every Retry until it agrees,
+// for as long as the staleness the cache reported with its reads allows
+// (VerifyConfig.Staleness; at most Settle): the cached answer agrees when
+// it equals any answer PostgreSQL gave since the first read (under writes
+// the two reads never happen at the same instant, so a cached answer a
+// moment behind is right, but not more behind than the cache says). One
+// that never agrees is a Mismatch, kept with the last answers of both.
+// This is the in-flight check; Checkpoint compares exactly, with writes
+// stopped. direct nil means cached with
 // readcache.ViaPostgres on each read. A read that fails is an error: the
 // comparison cannot be made.
 func Verify(ctx context.Context, cached, direct *gorm.DB, lookups []Lookup, w *World, r *rand.Rand, cfg VerifyConfig) (VerifyReport, error) {
@@ -123,12 +135,27 @@ func Verify(ctx context.Context, cached, direct *gorm.DB, lookups []Lookup, w *W
 	if cfg.Rounds <= 0 {
 		cfg.Rounds = 1
 	}
-	if cfg.Stats == nil {
+	if cfg.Stats == nil || cfg.Staleness == nil {
 		if sdb, err := cached.DB(); err == nil {
 			if c := stdlib.CacheOf(sdb); c != nil {
-				cfg.Stats = c.Stats
+				if cfg.Stats == nil {
+					cfg.Stats = c.Stats
+				}
+				if cfg.Staleness == nil {
+					cfg.Staleness = c.Staleness
+				}
 			}
 		}
+	}
+	// staleness is the bound the cache reports now, or Settle when it has
+	// none (no socket serves: reads go to PostgreSQL).
+	staleness := func() time.Duration {
+		if cfg.Staleness != nil {
+			if d, ok := cfg.Staleness(); ok {
+				return d
+			}
+		}
+		return cfg.Settle
 	}
 	readDirect := func(l Lookup, args []any) (any, error) {
 		if direct == nil {
@@ -145,10 +172,12 @@ func Verify(ctx context.Context, cached, direct *gorm.DB, lookups []Lookup, w *W
 			if cfg.Stats != nil {
 				before = cfg.Stats()
 			}
+			began := time.Now()
 			c, err := l.Run(ctx, cached, args)
 			if err != nil {
 				return rep, fmt.Errorf("verify %s: read through the cache: %w", l.Name, err)
 			}
+			stale := staleness()
 			route := RouteUnobserved
 			if cfg.Stats != nil {
 				route = routeOf(before, cfg.Stats())
@@ -173,15 +202,28 @@ func Verify(ctx context.Context, cached, direct *gorm.DB, lookups []Lookup, w *W
 				// time.
 				seen := map[string]bool{string(dj): true}
 				agreed := false
-				deadline := time.Now().Add(cfg.Settle)
-				for !agreed && time.Now().Before(deadline) {
+				// The cached answer may be as old as the cache says: it
+				// must agree once that much time has passed since this
+				// comparison began, plus the round trip of one pair of
+				// reads. Each re-read's own bound can push it further,
+				// never past Settle.
+				trip := time.Since(began)
+				limit := began.Add(cfg.Settle)
+				deadline := began.Add(stale + 2*trip + cfg.Retry)
+				for !agreed && time.Now().Before(deadline) && time.Now().Before(limit) {
 					select {
 					case <-ctx.Done():
 						return rep, ctx.Err()
 					case <-time.After(cfg.Retry):
 					}
+					at := time.Now()
 					if c, err = l.Run(ctx, cached, args); err != nil {
 						return rep, fmt.Errorf("verify %s: read through the cache: %w", l.Name, err)
+					}
+					s := staleness()
+					stale = max(stale, s)
+					if d := at.Add(s + 2*trip + cfg.Retry); d.After(deadline) {
+						deadline = d
 					}
 					if d, err = readDirect(l, args); err != nil {
 						return rep, fmt.Errorf("verify %s: read PostgreSQL: %w", l.Name, err)
@@ -195,7 +237,8 @@ func Verify(ctx context.Context, cached, direct *gorm.DB, lookups []Lookup, w *W
 				} else {
 					lr.Mismatched++
 					rep.Mismatches = append(rep.Mismatches, Mismatch{Lookup: l.Name, Args: args, Kind: "answer", Cached: c, Direct: d,
-						Detail: fmt.Sprintf("the cached answer differed from every answer PostgreSQL gave for %v: %s", cfg.Settle, Diff(cj, dj))})
+						Detail: fmt.Sprintf("the cached answer differed from every answer PostgreSQL gave for %v, past the staleness the cache reported (at most %v): %s",
+							time.Since(began).Round(time.Millisecond), stale, Diff(cj, dj))})
 				}
 			}
 			if l.Empty && (!isEmpty(cj) || !isEmpty(dj)) {

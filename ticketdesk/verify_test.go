@@ -30,6 +30,33 @@ func TestVerifyUnderWriter(t *testing.T) {
 	const readers = 4
 	reports := make([][]ticketdesk.VerifyReport, readers)
 	errs := make([]error, readers)
+	// Exact checkpoints while the readers verify: every 2 s the writer
+	// pauses, the checkpoint's own pool passes the WAL position, and
+	// every lookup must agree at once.
+	var cps []ticketdesk.CheckpointReport
+	var cpErr error
+	_, cg := d.pool(t)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r := rand.New(rand.NewSource(99))
+		for len(cps) < 2 || run.Err() == nil {
+			select {
+			case <-ctx.Done():
+				cpErr = ctx.Err()
+				return
+			case <-time.After(2 * time.Second):
+			}
+			wr.Pause()
+			rep, err := ticketdesk.Checkpoint(ctx, cg, nil, ticketdesk.Lookups(), d.world, r, ticketdesk.CheckpointConfig{})
+			wr.Resume()
+			if err != nil {
+				cpErr = err
+				return
+			}
+			cps = append(cps, rep)
+		}
+	}()
 	for i := range readers {
 		p, g := d.pool(t) // a pool each: routes are observed by the pool's counters
 		wg.Add(1)
@@ -75,6 +102,19 @@ func TestVerifyUnderWriter(t *testing.T) {
 					codes[lr.Name][k] += n
 				}
 			}
+		}
+	}
+	if cpErr != nil {
+		t.Fatalf("checkpoint: %v", cpErr)
+	}
+	for i, cp := range cps {
+		t.Logf("checkpoint %d at %s: waited %v for the cache, compared %d", i, cp.LSN, cp.Waited, cp.Compared)
+		if cp.Compared != len(ticketdesk.Lookups()) {
+			t.Errorf("checkpoint %d compared %d answers, want one per lookup (%d)", i, cp.Compared, len(ticketdesk.Lookups()))
+		}
+		for _, m := range cp.Mismatches {
+			b, _ := json.Marshal(m)
+			t.Errorf("checkpoint %d mismatch: %.2000s", i, b)
 		}
 	}
 	st := wr.Stats()
@@ -139,6 +179,50 @@ func testVerifyFindsMismatch(t *testing.T, d *desk) {
 		if lr.Compared != 2 || lr.AgreedAtOnce+lr.AgreedAfterSettle+lr.Mismatched != 2 {
 			t.Errorf("%s: %+v, want 2 comparisons accounted for", lr.Name, lr)
 		}
+	}
+}
+
+// testCheckpointFindsMismatch: a checkpoint comparing the cache of one
+// desk with a second desk whose titles differ reports exactly the lookups
+// that show titles, at once, with both answers.
+func testCheckpointFindsMismatch(t *testing.T, d *desk) {
+	_, other := seeded(t)
+	ctx := ctxFor(t, time.Minute)
+	if _, err := other.ExecContext(ctx, `UPDATE tickets SET title = title || ' (changed behind the cache)' WHERE org_id = 3`); err != nil {
+		t.Fatal(err)
+	}
+	var inOrg3, elsewhere int64
+	if err := other.QueryRowContext(ctx, `SELECT min(id) FILTER (WHERE org_id = 3), min(id) FILTER (WHERE org_id <> 3) FROM tickets`).Scan(&inOrg3, &elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	_, g := d.pool(t)
+	var ls []ticketdesk.Lookup
+	for _, name := range []string{"ticket_by_id", "ticket_by_id", "org_page", "count_open"} {
+		l, _ := ticketdesk.LookupByName(name)
+		id := inOrg3
+		if len(ls) == 1 {
+			id = elsewhere
+		}
+		l.Args = map[string]func(*rand.Rand, *ticketdesk.World) []any{
+			"ticket_by_id": func(*rand.Rand, *ticketdesk.World) []any { return []any{id} },
+			"org_page":     func(*rand.Rand, *ticketdesk.World) []any { return []any{int64(3), int64(0)} },
+			"count_open":   l.Args,
+		}[name]
+		ls = append(ls, l)
+	}
+	rep, err := ticketdesk.Checkpoint(ctx, g, gormOn(t, other), ls, d.world, rand.New(rand.NewSource(3)), ticketdesk.CheckpointConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, m := range rep.Mismatches {
+		if m.Kind != "checkpoint" || m.Cached == nil || m.Direct == nil {
+			t.Errorf("mismatch %+v: want kind checkpoint with both answers", m)
+		}
+		got[m.Lookup]++
+	}
+	if rep.Compared != 4 || got["org_page"] != 1 || got["ticket_by_id"] != 1 || got["count_open"] != 0 {
+		t.Fatalf("compared %d, mismatches by lookup %v; want 4 compared, org_page and the ticket of organization 3 differing (its titles differ), nothing else", rep.Compared, got)
 	}
 }
 

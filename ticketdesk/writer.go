@@ -104,7 +104,19 @@ type Writer struct {
 	mu      sync.Mutex
 	lastErr string
 	codes   map[string]int64
+	// gate is held shared by each of Run's transactions and exclusively
+	// while paused (Pause).
+	gate sync.RWMutex
 }
+
+// Pause stops Run's workers from starting transactions and returns once
+// none is in flight: from then until Resume the writer commits nothing
+// (a verifier checkpoint compares answers with no write under way).
+// One's callers are not paused.
+func (wr *Writer) Pause() { wr.gate.Lock() }
+
+// Resume lets Run's workers go on after Pause.
+func (wr *Writer) Resume() { wr.gate.Unlock() }
 
 // NewWriter returns a Writer of db drawing from w.
 func NewWriter(db *sql.DB, w *World, cfg WriterConfig) *Writer {
@@ -166,7 +178,9 @@ func (wr *Writer) work(ctx context.Context, r *rand.Rand) {
 				next = time.Now() // fell behind: do not burst to catch up
 			}
 		}
+		wr.gate.RLock()
 		wr.One(ctx, wr.draw(r), r)
+		wr.gate.RUnlock()
 	}
 }
 
