@@ -55,6 +55,7 @@ type demoConfig struct {
 	Hot        int64   // tickets 1..Hot take every ticket change and the readers' ticket ids; 0: all
 	ReadRate   float64 // all readers together, reads per second; 0 is flat out
 	Verify     time.Duration
+	Checkpoint time.Duration // between exact checkpoints; 0: none
 	Settle     time.Duration
 	Duration   time.Duration // 0: until Ctrl-C
 	Plain      bool
@@ -102,6 +103,7 @@ func (m *Main) parseDemoFlags(sub string, args []string) (*demoConfig, error) {
 		fs.IntVar(&c.Readers, "readers", 16, "readers calling the desk's lookups through the cache")
 		fs.Float64Var(&c.ReadRate, "read-rate", 2000, "reads per second of all readers together; 0 reads flat out")
 		fs.DurationVar(&c.Verify, "verify-every", time.Second, "pause between verifier passes")
+		fs.DurationVar(&c.Checkpoint, "checkpoint-every", 10*time.Second, "time between exact checkpoints: the writer pauses, the cache passes PostgreSQL's WAL position, every lookup is compared with no settling (0: none)")
 		fs.DurationVar(&c.Settle, "settle", 3*time.Second, "how long a differing pair is re-read before it counts as a mismatch")
 		fs.DurationVar(&c.Duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
 		fs.BoolVar(&c.Plain, "plain", false, "print one plain line per second instead of redrawing (the default when stdout is not a terminal)")
@@ -168,7 +170,7 @@ func (m *Main) parseDemoFlags(sub string, args []string) (*demoConfig, error) {
 		return nil, bad("--readers, --read-rate, --keys and --hot: want 0 or more")
 	case (sub == "" || sub == "serve") && c.Verify <= 0:
 		return nil, bad("--verify-every %v: want a positive duration", c.Verify)
-	case c.Duration < 0 || c.Settle < 0 || c.Load < 0:
+	case c.Duration < 0 || c.Settle < 0 || c.Load < 0 || c.Checkpoint < 0:
 		return nil, bad("durations: want 0 or more")
 	case sub == "lag" && c.Samples < 1:
 		return nil, bad("--samples %d: want 1 or more", c.Samples)

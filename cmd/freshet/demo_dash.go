@@ -50,6 +50,12 @@ type snapshot struct {
 	Passes, Compared, Retried int64
 	Mismatches                int
 	VerifyErr                 string
+	// Exact checkpoints: count, answers compared, mismatches, the last
+	// one's WAL position and wait, the longest wait.
+	Checkpoints, CPCompared int64
+	CPMismatches            int
+	CPLSN                   string
+	CPWait, CPMost          time.Duration
 }
 
 // sampler turns the load's counters into snapshots.
@@ -78,6 +84,7 @@ func (s *sampler) Sample(ctx context.Context) *snapshot {
 	v := &ld.verifier
 	v.mu.Lock()
 	sn.Passes, sn.Compared, sn.Retried, sn.Mismatches, sn.VerifyErr = v.passes, v.compared, v.retried, len(v.mismatches), v.lastErr
+	sn.Checkpoints, sn.CPCompared, sn.CPMismatches, sn.CPLSN, sn.CPWait, sn.CPMost = v.checkpoints, v.cpCompared, v.cpMismatches, v.cpLSN, v.cpWait, v.cpMost
 	v.mu.Unlock()
 
 	cached := sn.Cache.Hits + sn.Cache.Misses
@@ -181,25 +188,35 @@ func (sn *snapshot) Render(w io.Writer, head string) {
 	fmt.Fprintf(w, "commit-to-cache      %s\n", c2cText(sn.C2C))
 	fmt.Fprintf(w, "cache       %d entries, %d subscriptions, %d sockets up\n", sn.Cache.Entries, sn.Cache.Subscriptions, sn.Cache.Connected)
 	fmt.Fprintf(w, "verifier    %d passes, %s answers compared, %s re-read, mismatches %d\n", sn.Passes, commas(sn.Compared), commas(sn.Retried), sn.Mismatches)
+	fmt.Fprintf(w, "checkpoints %d exact (writer paused, cache past the WAL position), %s answers compared, mismatches %d%s\n",
+		sn.Checkpoints, commas(sn.CPCompared), sn.CPMismatches, sn.cpLast())
 	if sn.VerifyErr != "" {
 		fmt.Fprintf(w, "            last error: %s\n", sn.VerifyErr)
 	}
 }
 
+// cpLast describes the last checkpoint, "" before the first.
+func (sn *snapshot) cpLast() string {
+	if sn.Checkpoints == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; last at %s after %d ms (longest %d ms)", sn.CPLSN, sn.CPWait.Milliseconds(), sn.CPMost.Milliseconds())
+}
+
 // Line is the snapshot as one plain line (stdout is not a terminal).
 func (sn *snapshot) Line() string {
-	return fmt.Sprintf("t=%v writes/s=%.1f reads/s=%.1f cache/s=%.1f postgres/s=%.1f (%s) hit=%s lag=%s commit_to_cache=[%s] verify_passes=%d compared=%d mismatches=%d",
+	return fmt.Sprintf("t=%v writes/s=%.1f reads/s=%.1f cache/s=%.1f postgres/s=%.1f (%s) hit=%s lag=%s commit_to_cache=[%s] verify_passes=%d compared=%d mismatches=%d checkpoints=%d checkpoint_compared=%d checkpoint_mismatches=%d",
 		sn.Uptime, sn.WritesPS, sn.ReadsPS, sn.CachePS, sn.pgPS(),
 		sn.reasonsLine(" ", func(l string, v float64) string { return fmt.Sprintf("%s=%.1f", strings.ReplaceAll(l, " ", "_"), v) }),
-		pct(sn.HitNow), lagText(sn.EngineLag), c2cText(sn.C2C), sn.Passes, sn.Compared, sn.Mismatches)
+		pct(sn.HitNow), lagText(sn.EngineLag), c2cText(sn.C2C), sn.Passes, sn.Compared, sn.Mismatches, sn.Checkpoints, sn.CPCompared, sn.CPMismatches)
 }
 
 // Summary is the run's totals as one line, printed when it ends.
 func (sn *snapshot) Summary() string {
 	cached := sn.Cache.Hits + sn.Cache.Misses
-	return fmt.Sprintf("up %v: %s writes committed; %s reads, %s answered from memory, %s from PostgreSQL %v; hit ratio %s; commit-to-cache [%s]; %d verifier passes, %s answers compared, mismatches=%d",
+	return fmt.Sprintf("up %v: %s writes committed; %s reads, %s answered from memory, %s from PostgreSQL %v; hit ratio %s; commit-to-cache [%s]; %d verifier passes, %s answers compared, mismatches=%d; %d exact checkpoints, %s answers compared, mismatches=%d",
 		sn.Uptime, commas(sn.Writer.Committed), commas(sn.Reads), commas(cached), commas(pgTotal(sn.Cache)), nonZero(sn.Cache.Postgres),
-		pct(sn.HitTotal), c2cText(sn.C2C), sn.Passes, commas(sn.Compared), sn.Mismatches)
+		pct(sn.HitTotal), c2cText(sn.C2C), sn.Passes, commas(sn.Compared), sn.Mismatches, sn.Checkpoints, commas(sn.CPCompared), sn.CPMismatches)
 }
 
 // nonZero returns the non-zero counts of m.
@@ -330,6 +347,14 @@ func (ld *demoLoad) statsJSON(sn *snapshot) ([]byte, error) {
 			"mismatches": mms,
 			"routes":     routes,
 			"last_error": sn.VerifyErr,
+			"checkpoints": map[string]any{
+				"count":        sn.Checkpoints,
+				"compared":     sn.CPCompared,
+				"mismatches":   sn.CPMismatches,
+				"last_lsn":     sn.CPLSN,
+				"last_wait_ms": sn.CPWait.Milliseconds(),
+				"most_wait_ms": sn.CPMost.Milliseconds(),
+			},
 		},
 	}, "", "  ")
 }

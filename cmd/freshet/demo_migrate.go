@@ -150,6 +150,7 @@ type migrateResult struct {
 	Kind        string
 	Before      int                       // verifier passes before the change
 	After       int                       // verifier passes after it
+	Checkpoints int                       // exact checkpoints, one before the change and one after (their mismatches are in Mismatches)
 	Mismatches  []ticketdesk.Mismatch     // over every pass, and the gone checks
 	WatchBefore map[string]int            // watched lookups' cached reads served from memory before the change
 	WatchAfter  map[string]int            // and after
@@ -189,6 +190,9 @@ func (m *Main) runMigration(ctx context.Context, st *demoStack, cfg *demoConfig)
 			return res, err
 		}
 		res.Before++
+	}
+	if err := checkpointInto(ctx, ld, r, res); err != nil {
+		return res, err
 	}
 	// The gone lookups' subscriptions, read by a known argument, through
 	// the verifier's pool: a cached answer from memory first.
@@ -264,7 +268,22 @@ func (m *Main) runMigration(ctx context.Context, st *demoStack, cfg *demoConfig)
 		}
 		res.After++
 	}
+	if err := checkpointInto(ctx, ld, r, res); err != nil {
+		return res, err
+	}
 	return res, nil
+}
+
+// checkpointInto runs one exact checkpoint (the writer paused) and adds
+// what it found to res.
+func checkpointInto(ctx context.Context, ld *demoLoad, r *rand.Rand, res *migrateResult) error {
+	rep, err := ld.CheckpointOnce(ctx, r)
+	if err != nil {
+		return fmt.Errorf("migrate %s: checkpoint: %w", res.Kind, err)
+	}
+	res.Checkpoints++
+	res.Mismatches = append(res.Mismatches, rep.Mismatches...)
+	return nil
 }
 
 // passInto runs one verifier pass and adds what it found to res; watch
@@ -344,8 +363,8 @@ func (m *Main) demoMigrate(ctx context.Context, cfg *demoConfig) error {
 	if err != nil {
 		return quiet(ctx, err)
 	}
-	fmt.Fprintf(m.Stdout, "migrate %s: %d verifier passes before the change, %d after; lookups served from memory before %v, after %v\n",
-		res.Kind, res.Before, res.After, pick(res.WatchBefore, migrations[res.Kind].watch), pick(res.WatchAfter, migrations[res.Kind].watch))
+	fmt.Fprintf(m.Stdout, "migrate %s: %d verifier passes before the change, %d after, %d exact checkpoints; lookups served from memory before %v, after %v\n",
+		res.Kind, res.Before, res.After, res.Checkpoints, pick(res.WatchBefore, migrations[res.Kind].watch), pick(res.WatchAfter, migrations[res.Kind].watch))
 	for name, routes := range res.RoutesAfter {
 		fmt.Fprintf(m.Stdout, "  %s after the change: %s\n", name, routeNames(routes))
 	}

@@ -25,7 +25,7 @@ func (m *Main) demoRun(ctx context.Context, cfg *demoConfig) error {
 
 // run shows the load until Ctrl-C or --duration.
 func (m *Main) run(ctx context.Context, cfg *demoConfig, st *demoStack, ld *demoLoad) error {
-	ld.StartVerifier(cfg.Verify, cfg.Settle)
+	ld.StartVerifier(cfg.Verify, cfg.Settle, cfg.Checkpoint)
 	if err := ld.StartProbe(200 * time.Millisecond); err != nil {
 		return err
 	}

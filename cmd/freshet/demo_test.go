@@ -141,7 +141,7 @@ func TestDemoScenario(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- m.Run(run, []string{"demo", "serve", "--dsn", db.DSN, "--slot", db.Name, "--readers", "16", "--rate", "40",
-			"--seed", "42", "--hot", "300", "--keys", "8", "--plain"})
+			"--seed", "42", "--hot", "300", "--keys", "8", "--plain", "--checkpoint-every", "3s"})
 	}()
 	// The desk's address is printed once everything runs.
 	var desk string
@@ -161,12 +161,17 @@ func TestDemoScenario(t *testing.T) {
 		Readers  struct{ Reads int64 }                `json:"readers"`
 		Routes   struct{ Cache struct{ Hits int64 } } `json:"routes"`
 		Verifier struct {
-			Passes     int64                 `json:"passes"`
-			Compared   int64                 `json:"compared"`
-			Mismatches []ticketdesk.Mismatch `json:"mismatches"`
+			Passes      int64                 `json:"passes"`
+			Compared    int64                 `json:"compared"`
+			Mismatches  []ticketdesk.Mismatch `json:"mismatches"`
+			Checkpoints struct {
+				Count      int64 `json:"count"`
+				Compared   int64 `json:"compared"`
+				Mismatches int   `json:"mismatches"`
+			} `json:"checkpoints"`
 		} `json:"verifier"`
 	}
-	for stats.Uptime < 15 || stats.Verifier.Passes < 2 {
+	for stats.Uptime < 15 || stats.Verifier.Passes < 2 || stats.Verifier.Checkpoints.Count < 2 {
 		select {
 		case err := <-done:
 			t.Fatalf("demo serve ended early: %v\n%s%s", err, stderr, stdout)
@@ -187,6 +192,12 @@ func TestDemoScenario(t *testing.T) {
 	if stats.Writer.Committed == 0 || stats.Readers.Reads == 0 || stats.Routes.Cache.Hits == 0 || stats.Verifier.Compared == 0 {
 		t.Errorf("/stats: %+v, want commits, reads, cache hits and comparisons", stats)
 	}
+	// Every exact checkpoint (writer paused, cache past the WAL position)
+	// found every answer equal.
+	if cp := stats.Verifier.Checkpoints; cp.Compared == 0 || cp.Mismatches != 0 {
+		t.Errorf("/stats checkpoints: %+v, want answers compared and no mismatch", cp)
+	}
+	checkAnswers(t, "scenario", stats.Verifier.Mismatches)
 	if resp, err := http.Get(desk + "/lookups"); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /lookups on the desk: %v %v", resp, err)
 	}
@@ -287,7 +298,20 @@ func TestDemoEngineRestart(t *testing.T) {
 			mms = append(mms, rep.Mismatches...)
 		}
 	}
+	// checkpoint compares every lookup exactly, with the writer paused.
+	checkpoint := func(when string) {
+		t.Helper()
+		rep, err := ld.CheckpointOnce(ctx, r)
+		if err != nil {
+			t.Fatalf("checkpoint %s: %v\n%s\nserve:\n%s", when, err, logs, srv.Log())
+		}
+		if rep.Compared == 0 {
+			t.Fatalf("checkpoint %s compared nothing", when)
+		}
+		checkAnswers(t, "checkpoint "+when, rep.Mismatches)
+	}
 	verifyFor(5 * time.Second)
+	checkpoint("before the kill")
 	before := st.cache.Stats()
 	if before.Hits == 0 {
 		t.Fatalf("no read was answered from memory before the restart: %+v", before)
@@ -309,6 +333,7 @@ func TestDemoEngineRestart(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	verifyFor(5 * time.Second)
+	checkpoint("after the restart")
 	ld.Stop()
 	checkAnswers(t, "restart", mms)
 	after := st.cache.Stats()
@@ -331,6 +356,9 @@ func TestDemoMigrate(t *testing.T) {
 				t.Fatalf("%v\n%s", err, logs)
 			}
 			checkAnswers(t, kind, res.Mismatches)
+			if res.Checkpoints != 2 {
+				t.Errorf("%d exact checkpoints, want one before the change and one after", res.Checkpoints)
+			}
 			for name, how := range res.GoneRoutes {
 				if !strings.HasPrefix(how, "failed like PostgreSQL") {
 					t.Errorf("%s after the drop: %s, want it to fail as PostgreSQL does", name, how)
@@ -356,6 +384,7 @@ func TestDashboardGolden(t *testing.T) {
 		HitNow: 0.75, HitTotal: 0.7913, EngineLag: 42,
 		C2C:    latencySummary{N: 200, Total: 341, P50: 610 * time.Microsecond, P99: 3100 * time.Microsecond},
 		Passes: 70, Compared: 1680, Retried: 12,
+		Checkpoints: 7, CPCompared: 196, CPLSN: "0/3A4F1C8", CPWait: 412 * time.Millisecond, CPMost: 870 * time.Millisecond,
 	}
 	var b strings.Builder
 	sn.Render(&b, "freshet demo: ticket desk at http://127.0.0.1:41735   engine ws://127.0.0.1:35261/s2s/v1")
