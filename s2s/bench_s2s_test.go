@@ -60,7 +60,7 @@ func TestBenchS2S(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
 	ln.Close()
-	srv := exec.Command(bin, "serve", "--dsn", db.DSN, "--listen", addr, "--slot", "bench", "--publication", "bench", "--log-level", "warn")
+	srv := exec.Command(bin, "serve", "--dsn", db.DSN, "--listen", addr, "--slot", "bench", "--publication", "bench", "--log-level", "warn", "--insecure")
 	if p := os.Getenv("FRESHET_S2S_BENCH_SERVER_GOMAXPROCS"); p != "" {
 		srv.Env = append(os.Environ(), "GOMAXPROCS="+p)
 	}

@@ -265,13 +265,13 @@ func (e *demoEngine) Start(ctx context.Context) error {
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
-	cfg, err := e.m.parseServeFlags([]string{"--dsn", e.dsn, "--listen", listen, "--slot", e.slot,
+	cfg, err := e.m.parseServeFlags([]string{"--dsn", e.dsn, "--token", e.token, "--listen", listen, "--slot", e.slot,
 		"--publication", e.slot, "--heartbeat", "100ms", "--lag-interval", "200ms",
 		"--row-limit", strconv.Itoa(ticketdesk.RowLimit)})
 	if err != nil {
 		return fmt.Errorf("configure the engine: %w", err)
 	}
-	cfg.Logger, cfg.S2S.Token = e.log, e.token
+	cfg.Logger = e.log
 	addr := make(chan string, 1)
 	cfg.Listening = func(a string) { addr <- a }
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -54,6 +54,7 @@ type serveConfig struct {
 	shapePool       *pgxpool.Pool // the shape API's catalog and subset reads, shared by generations
 	Engine          engine.Config
 	ShutdownTimeout time.Duration
+	Insecure        bool // serve without a token (--insecure)
 	LogLevel        slog.Level
 	LogFormat       string
 	CPUProfile      string
@@ -91,6 +92,10 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 	dur := func(name, env string, d time.Duration, help string) *string {
 		return fs.String(name, envDefault(env, d.String()), help+" ($"+env+")")
 	}
+	// --insecure is a bool flag (given alone, it is true); its default
+	// comes from FRESHET_INSECURE, which must be a boolean.
+	insecureEnv := envDefault("FRESHET_INSECURE", "false")
+	insecureDef, insecureErr := strconv.ParseBool(strings.TrimSpace(insecureEnv))
 	var (
 		dsn         = str("dsn", "FRESHET_DSN", "", "PostgreSQL connection string of the database to follow")
 		readDSN     = str("read-dsn", "FRESHET_READ_DSN", "", "connection string for hydration reads and catalog look-ups (a replica or PgBouncer will do; default: --dsn)")
@@ -101,6 +106,7 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 		tables      = str("tables", "FRESHET_TABLES", "", "comma-separated tables for a publication it creates (default: all tables)")
 		create      = str("create", "FRESHET_CREATE", "true", "create the slot and publication if they are missing")
 		token       = fs.String("token", "", "bearer token clients must present (default $FRESHET_S2S_TOKEN; prefer the variable: flags show in ps)")
+		insecure    = fs.Bool("insecure", insecureDef, "serve without a token, where anyone who reaches the port can read every followed table; without a token the server refuses to start unless told this ($FRESHET_INSECURE)")
 		maxConns    = num("max-connections", "FRESHET_MAX_CONNECTIONS", s2sDef.MaxConnections, "most open connections; 0 lifts the limit")
 		maxSubs     = num("max-subscriptions", "FRESHET_MAX_SUBSCRIPTIONS", s2sDef.MaxSubscriptions, "most subscriptions per connection; 0 lifts the limit")
 		maxFrame    = num("max-frame-bytes", "FRESHET_MAX_FRAME_BYTES", s2sDef.MaxFrameBytes, "largest frame read from a client; 0 lifts the limit")
@@ -282,6 +288,10 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 	if cfg.S2S.Token == "" {
 		cfg.S2S.Token = os.Getenv("FRESHET_S2S_TOKEN")
 	}
+	if insecureErr != nil {
+		return nil, bad("FRESHET_INSECURE %q: want true or false", insecureEnv)
+	}
+	cfg.Insecure = *insecure
 	if cfg.Engine.ReadConcurrency == 0 {
 		return nil, bad("--read-concurrency 0: want at least 1")
 	}
@@ -303,6 +313,10 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 	}
 	if err := cfg.Stream.Validate(); err != nil {
 		return nil, bad("%v", err)
+	}
+	if cfg.S2S.Token == "" && !cfg.Insecure {
+		return nil, bad("no token set: set FRESHET_S2S_TOKEN (or --token) to the bearer token clients must present, " +
+			"or pass --insecure (FRESHET_INSECURE=true) to serve without one, where anyone who reaches the port can read every followed table")
 	}
 	return cfg, nil
 }

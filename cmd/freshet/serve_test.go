@@ -33,11 +33,11 @@ func TestParseServeFlags(t *testing.T) {
 		check func(*serveConfig) string
 		bad   string // substring of the usage error
 	}{
-		{name: "defaults", args: []string{"--dsn", "postgres://x/db"}, check: func(c *serveConfig) string {
+		{name: "defaults", args: []string{"--dsn", "postgres://x/db", "--insecure"}, check: func(c *serveConfig) string {
 			if c.Listen != ":7070" || c.BasePath != "" || c.ReadDSN != "postgres://x/db" || c.Stream.Slot != "freshet" ||
 				c.S2S.MaxConnections != 10000 || c.S2S.MaxSubscriptions != 1000 || c.S2S.MaxFrameBytes != 1<<20 ||
 				c.S2S.MaxQueueBytes != 16<<20 || c.Stream.HeartbeatInterval != 500*time.Millisecond || !c.Stream.Create ||
-				c.S2S.Token != "" || c.LogFormat != "text" || c.Engine.RowLimit != 1000000 {
+				c.S2S.Token != "" || !c.Insecure || c.LogFormat != "text" || c.Engine.RowLimit != 1000000 {
 				return fmt.Sprintf("%+v", *c)
 			}
 			return ""
@@ -61,7 +61,7 @@ func TestParseServeFlags(t *testing.T) {
 				}
 				return ""
 			}},
-		{name: "timeouts and catalog check", args: []string{"--dsn", "postgres://x/db", "--write-timeout", "3s", "--compile-timeout", "4s", "--catalog-check-interval", "0"},
+		{name: "timeouts and catalog check", args: []string{"--dsn", "postgres://x/db", "--insecure", "--write-timeout", "3s", "--compile-timeout", "4s", "--catalog-check-interval", "0"},
 			check: func(c *serveConfig) string {
 				if c.S2S.WriteTimeout != 3*time.Second || c.S2S.CompileTimeout != 4*time.Second || c.Engine.CatalogCheckInterval >= 0 {
 					return fmt.Sprintf("write %v compile %v catalog check %v", c.S2S.WriteTimeout, c.S2S.CompileTimeout, c.Engine.CatalogCheckInterval)
@@ -70,6 +70,20 @@ func TestParseServeFlags(t *testing.T) {
 			}},
 		{name: "bad catalog check", args: []string{"--dsn", "x", "--catalog-check-interval", "-1s"}, bad: "--catalog-check-interval"},
 		{name: "no dsn", bad: "no database given"},
+		// Secure by default: no token is a refusal to start that names
+		// both ways out.
+		{name: "no token", args: []string{"--dsn", "postgres://x/db"}, bad: "FRESHET_S2S_TOKEN (or --token)"},
+		{name: "no token names insecure", args: []string{"--dsn", "postgres://x/db"}, bad: "--insecure (FRESHET_INSECURE=true)"},
+		{name: "insecure false", env: map[string]string{"FRESHET_INSECURE": "false"}, args: []string{"--dsn", "postgres://x/db"}, bad: "no token set"},
+		{name: "insecure by env", env: map[string]string{"FRESHET_DSN": "postgres://e/db", "FRESHET_INSECURE": "true"},
+			check: func(c *serveConfig) string {
+				if !c.Insecure || c.S2S.Token != "" {
+					return fmt.Sprintf("insecure %v token %q", c.Insecure, c.S2S.Token)
+				}
+				return ""
+			}},
+		{name: "bad insecure", env: map[string]string{"FRESHET_INSECURE": "maybe"}, args: []string{"--dsn", "x"}, bad: "FRESHET_INSECURE \"maybe\""},
+		{name: "insecure flag off", env: map[string]string{"FRESHET_INSECURE": "true"}, args: []string{"--dsn", "postgres://x/db", "--insecure=false"}, bad: "no token set"},
 		{name: "bad number", args: []string{"--dsn", "x", "--max-frame-bytes", "-1"}, bad: "--max-frame-bytes"},
 		{name: "bad duration", args: []string{"--dsn", "x", "--heartbeat", "soon"}, bad: "--heartbeat"},
 		{name: "bad log format", args: []string{"--dsn", "x", "--log-format", "xml"}, bad: "--log-format"},
@@ -79,7 +93,7 @@ func TestParseServeFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, k := range []string{"FRESHET_DSN", "FRESHET_READ_DSN", "FRESHET_S2S_TOKEN", "FRESHET_MAX_SUBSCRIPTIONS",
 				"FRESHET_BASE_PATH", "FRESHET_LOG_FORMAT", "FRESHET_HEARTBEAT_INTERVAL", "FRESHET_ROW_LIMIT", "FRESHET_CREATE",
-				"FRESHET_MAX_CONNECTIONS"} {
+				"FRESHET_MAX_CONNECTIONS", "FRESHET_INSECURE"} {
 				t.Setenv(k, tt.env[k])
 			}
 			var out, errOut bytes.Buffer
@@ -118,12 +132,20 @@ func readFrame(ctx context.Context, ws *websocket.Conn) (wsFrame, error) {
 	return f, nil
 }
 
-// TestServeEndpoints runs serve in-process: health, readiness, metrics,
-// stats, a subscription, and a graceful shutdown that closes the socket
-// with 1001 and returns nil.
+// TestServeEndpoints runs serve in-process with a token: health,
+// readiness, metrics and stats (readable without the token, exposing no
+// row, SQL text, bind or credential), a subscription, and a graceful
+// shutdown that closes the socket with 1001 and returns nil.
 func TestServeEndpoints(t *testing.T) {
 	db := pgtest.NewDB(t)
-	mustExec(t, db.DSN, "CREATE TABLE t (id int PRIMARY KEY, v text)", "INSERT INTO t VALUES (1, 'a')")
+	const (
+		token     = "tok-5e1f0c2b9a"
+		rowSecret = "rowsecret-7f3a" // a value in a subscribed row
+		sqlSecret = "sqlsecret-91c2" // a literal in a subscribed query
+		bindValue = "bindsecret-44d0"
+	)
+	mustExec(t, db.DSN, "CREATE TABLE t (id int PRIMARY KEY, v text)", "INSERT INTO t VALUES (1, '"+rowSecret+"')")
+	t.Setenv("FRESHET_S2S_TOKEN", token)
 	cfg, err := (&Main{Stdout: io.Discard, Stderr: io.Discard}).parseServeFlags([]string{"--dsn", db.DSN,
 		"--listen", "127.0.0.1:0", "--slot", "serve_ep", "--publication", "serve_ep", "--heartbeat", "100ms", "--base-path", "/fr"})
 	if err != nil {
@@ -170,12 +192,16 @@ func TestServeEndpoints(t *testing.T) {
 	}
 	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer wcancel()
-	ws, _, err := websocket.Dial(wctx, "ws"+strings.TrimPrefix(base, "http")+"/s2s/v1", nil)
+	wsURL := "ws" + strings.TrimPrefix(base, "http") + "/s2s/v1"
+	if _, resp, err := websocket.Dial(wctx, wsURL, nil); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("dial without the token: %v, want 401", err)
+	}
+	ws, _, err := websocket.Dial(wctx, wsURL, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ws.CloseNow()
-	ws.Write(wctx, websocket.MessageText, []byte(`{"type":"subscribe","id":"a","sql":"SELECT * FROM t","mode":"rows"}`))
+	ws.Write(wctx, websocket.MessageText, []byte(`{"type":"subscribe","id":"a","sql":"SELECT * FROM t WHERE v <> '`+sqlSecret+`' OR v = $1","params":[{"oid":25,"value":"`+bindValue+`"}],"mode":"rows"}`))
 	ws.Write(wctx, websocket.MessageText, []byte(`{"type":"subscribe","id":"b","sql":"SELECT * FROM t WHERE id = 1","mode":"touch"}`))
 	ws.Write(wctx, websocket.MessageText, []byte(`{"type":"subscribe","id":"c","sql":"SELECT * FROM nope","mode":"rows"}`))
 	for n := 0; n < 3; {
@@ -187,7 +213,7 @@ func TestServeEndpoints(t *testing.T) {
 			n++
 		}
 	}
-	mustExec(t, db.DSN, "INSERT INTO t VALUES (2, 'b')")
+	mustExec(t, db.DSN, "INSERT INTO t VALUES (2, '"+rowSecret+"-2')")
 	for {
 		f, err := readFrame(wctx, ws)
 		if err != nil {
@@ -221,6 +247,15 @@ func TestServeEndpoints(t *testing.T) {
 	}
 	if st.S2S.Connections != 1 || st.S2S.Subscriptions["rows"] != 1 || !st.Ready || st.Database != db.Name {
 		t.Errorf("/stats = %s", stats)
+	}
+	// Both are readable without the token, so neither may carry a row, a
+	// query, a bind or a credential.
+	for path, body := range map[string]string{"/metrics": metrics, "/stats": stats} {
+		for _, secret := range []string{token, rowSecret, sqlSecret, bindValue, "SELECT", db.DSN} {
+			if strings.Contains(body, secret) {
+				t.Errorf("%s exposes %q:\n%s", path, secret, body)
+			}
+		}
 	}
 	// SIGTERM (the context main cancels on it): a close frame, exit 0.
 	cancel()
@@ -374,7 +409,7 @@ func TestServeKill9(t *testing.T) {
 		"INSERT INTO acct SELECT g, g % 5, g * 1.25, 'n' || g FROM generate_series(1, 300) g")
 	addr := freePort(t)
 	start := func() (*exec.Cmd, *bytes.Buffer) {
-		cmd := exec.Command(bin, "serve", "--dsn", db.DSN, "--listen", addr, "--slot", "serve_kill",
+		cmd := exec.Command(bin, "serve", "--insecure", "--dsn", db.DSN, "--listen", addr, "--slot", "serve_kill",
 			"--publication", "serve_kill", "--heartbeat", "100ms", "--log-level", "warn")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr

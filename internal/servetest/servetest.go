@@ -68,7 +68,9 @@ type Options struct {
 	// database's name makes a unique one).
 	Slot string
 	// Args are more flags for `freshet serve`; Env more environment
-	// variables (KEY=value).
+	// variables (KEY=value). Unless they set a token (--token or
+	// FRESHET_S2S_TOKEN), the server runs with --insecure: it listens on
+	// loopback only.
 	Args []string
 	Env  []string
 }
@@ -131,11 +133,29 @@ func Start(t testing.TB, opts Options) *Server {
 	ln.Close()
 	args := []string{"serve", "--dsn", opts.DSN, "--listen", addr, "--slot", opts.Slot, "--publication", opts.Slot,
 		"--heartbeat", "100ms", "--lag-interval", "100ms", "--shutdown-timeout", "2s"}
+	if !hasToken(opts) {
+		args = append(args, "--insecure")
+	}
 	s := &Server{DSN: opts.DSN, Addr: addr, URL: "ws://" + addr + "/s2s/v1", t: t,
 		args: append(args, opts.Args...), env: append(os.Environ(), opts.Env...)}
 	s.launch()
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// hasToken reports whether opts give the server a token.
+func hasToken(opts Options) bool {
+	for _, a := range opts.Args {
+		if a == "--token" || strings.HasPrefix(a, "--token=") {
+			return true
+		}
+	}
+	for _, kv := range opts.Env {
+		if k, v, _ := strings.Cut(kv, "="); k == "FRESHET_S2S_TOKEN" && v != "" {
+			return true
+		}
+	}
+	return os.Getenv("FRESHET_S2S_TOKEN") != ""
 }
 
 // launch starts the process and waits for it to be ready.
