@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/freshetdb/freshet/change"
@@ -27,7 +29,8 @@ type conn struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	failed chan struct{} // closed by the first fail
+	failed chan struct{}  // closed by the first fail
+	bg     sync.WaitGroup // register and unsubscribe goroutines; serve waits for them
 
 	// Guarded by q.mu: the client's subscriptions by its ids.
 	subs map[string]*sub
@@ -55,6 +58,9 @@ func newConn(s *Server, ws *websocket.Conn, nc *sockConn, remote string) *conn {
 		subs: map[string]*sub{}, failed: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	c.q.wake = c.wakeLocked
+	if nc.watch != nil {
+		nc.watch.setNotify(c.frameTooLarge)
+	}
 	return c
 }
 
@@ -89,6 +95,7 @@ func (c *conn) serve(reqCtx context.Context) {
 	<-done
 	c.teardown()
 	_ = c.ws.CloseNow()
+	c.bg.Wait()
 }
 
 // fail closes the connection with a close frame; the loops then end.
@@ -225,9 +232,65 @@ func (c *conn) overflow() {
 }
 
 // Send implements engine.Sink. It runs on the engine's goroutine and never
-// blocks.
+// blocks. A panic while encoding one subscription's output (a bug) ends
+// that subscription with internal and is logged with its stack; the
+// engine and every other subscription go on.
 func (sb *sub) Send(o engine.Output) {
+	defer func() {
+		if p := recover(); p != nil {
+			sb.c.s.logPanic("s2s: encoding an output panicked", p, "remote", sb.c.remote, "kind", int(o.Kind))
+			sb.end(wire.CodeInternal, "the server failed to encode this subscription's output (a bug, logged with its stack)", true)
+		}
+	}()
+	sb.send(o)
+}
+
+// end ends a subscription the engine still holds (or is registering):
+// an ended frame (a refused one before accepted), and the engine is told
+// on another goroutine, since the engine's goroutine may be the caller.
+func (sb *sub) end(code, reason string, retryable bool) {
 	c := sb.c
+	c.q.mu.Lock()
+	if sb.ended {
+		c.q.mu.Unlock()
+		return
+	}
+	typ := wire.TypeEnded
+	if !sb.live {
+		typ = wire.TypeRefused
+	}
+	c.dropLocked(sb)
+	reg, id := sb.registered, sb.engID
+	ok := c.q.pushLocked(simpleFrame(typ, sb.id, code, reason, retryable))
+	c.q.wakeLocked()
+	c.q.mu.Unlock()
+	if typ == wire.TypeRefused {
+		c.s.countRefusal(code)
+	}
+	if reg {
+		// Not registered yet: register sees sb.ended and unsubscribes.
+		c.bg.Add(1)
+		go func() {
+			defer c.bg.Done()
+			c.unsubscribeEngine(id)
+		}()
+	}
+	if !ok {
+		c.overflow()
+	}
+}
+
+// tooLarge reports whether frame can never be queued on the connection.
+func (c *conn) tooLarge(frame []byte) bool {
+	lim := c.s.cfg.MaxQueueBytes
+	return lim > 0 && len(frame) > lim
+}
+
+func (sb *sub) send(o engine.Output) {
+	c := sb.c
+	if h := c.s.sendHook.Load(); h != nil {
+		(*h)(o)
+	}
 	var frame []byte
 	switch o.Kind {
 	case engine.OutputAccepted:
@@ -246,6 +309,18 @@ func (sb *sub) Send(o engine.Output) {
 		frame = simpleFrame(wire.TypeRefused, sb.id, wireCode(o.Code), o.Reason, o.Retryable)
 	case engine.OutputEnded:
 		frame = simpleFrame(wire.TypeEnded, sb.id, wireCode(o.Code), o.Reason, o.Retryable)
+	}
+	if c.tooLarge(frame) {
+		// An answer the queue can never hold would close the connection
+		// as a slow consumer however fast the client reads, and again
+		// after every reconnect: refuse (or end) this subscription alone.
+		lim := c.s.cfg.MaxQueueBytes
+		if o.Kind == engine.OutputAccepted {
+			sb.end(wire.CodeResultTooLarge, fmt.Sprintf("the result is %d bytes as a frame, more than a connection's outgoing queue holds (%d bytes, --max-queue-bytes): narrow the query or read PostgreSQL", len(frame), lim), false)
+		} else {
+			sb.end(wire.CodeResultTooLarge, fmt.Sprintf("a change to the result is %d bytes as a frame, more than a connection's outgoing queue holds (%d bytes, --max-queue-bytes); subscribing again reads the result afresh", len(frame), lim), true)
+		}
+		return
 	}
 	c.q.mu.Lock()
 	if sb.ended {
@@ -324,6 +399,9 @@ func (s *Server) countRefusal(code string) {
 }
 
 func (c *conn) sendError(code, id, msg string) {
+	if len(id) > wire.MaxIDBytes {
+		id = "" // never echoed: the frame had no usable id
+	}
 	b, _ := wire.Encode(&wire.Error{Code: code, ID: id, Message: msg})
 	c.push(b)
 }
@@ -336,7 +414,7 @@ func (c *conn) refuse(id, code, reason string, retryable bool) {
 func (c *conn) readLoop() {
 	max := c.s.cfg.MaxFrameBytes
 	var buf bytes.Buffer
-	for {
+	for n := uint64(1); ; n++ {
 		typ, r, err := c.ws.Reader(c.ctx)
 		if err != nil {
 			return
@@ -346,47 +424,78 @@ func (c *conn) readLoop() {
 		if max == 0 {
 			limit = 1 << 62
 		}
-		n, err := buf.ReadFrom(io.LimitReader(r, limit))
+		got, err := buf.ReadFrom(io.LimitReader(r, limit))
 		if err != nil {
 			return
 		}
-		if max > 0 && n > int64(max) {
-			// Discard the rest without holding it: the frame is answered,
-			// not buffered.
+		if max > 0 && got > int64(max) {
+			// Discard the rest without holding it. The frame watch
+			// answered when the header said it was over the limit;
+			// otherwise (it saw no header) answer now.
+			answered := c.nc.watch.answered(n)
 			rest, err := io.Copy(io.Discard, r)
 			if err != nil {
 				return
 			}
-			c.s.countRefusal(wire.CodeFrameTooLarge)
-			c.sendError(wire.CodeFrameTooLarge, "", fmt.Sprintf("frame of %d bytes is over the limit of %d (max_frame_bytes)", n+rest, max))
+			if !answered {
+				c.frameTooLarge(overMessage{n: n, size: got + rest})
+			}
 			continue
 		}
 		if typ != websocket.MessageText {
 			c.sendError(wire.CodeBadFrame, "", "binary message: frames are JSON text messages")
 			continue
 		}
-		f, err := wire.Decode(buf.Bytes(), 0)
-		if err != nil {
-			var de *wire.DecodeError
-			code := wire.CodeBadFrame
-			id := ""
-			if errors.As(err, &de) {
-				code, id = de.Code, de.ID
-			}
-			c.sendError(code, id, err.Error())
-			continue
+		if !utf8.Valid(buf.Bytes()) {
+			// RFC 6455, section 8.1: a text message that is not UTF-8
+			// fails the connection with 1007. Reading on would rewrite
+			// the bytes (ids that differ could become one).
+			c.s.countRefusal(wire.CodeBadFrame)
+			c.fail(websocket.StatusInvalidFramePayloadData, "text message is not valid UTF-8")
+			return
 		}
-		switch f := f.(type) {
-		case *wire.Subscribe:
-			c.subscribe(f)
-		case *wire.Unsubscribe:
-			c.unsubscribe(f.ID)
-		case *wire.Ping:
-			b, _ := wire.Encode(&wire.Pong{Data: f.Data})
-			c.push(b)
-		default:
-			c.sendError(wire.CodeUnknownType, "", fmt.Sprintf("a client does not send %q frames", f.FrameType()))
+		c.frame(buf.Bytes())
+	}
+}
+
+// frameTooLarge answers a message over the frame limit.
+func (c *conn) frameTooLarge(m overMessage) {
+	max := c.s.cfg.MaxFrameBytes
+	c.s.countRefusal(wire.CodeFrameTooLarge)
+	c.sendError(wire.CodeFrameTooLarge, "", fmt.Sprintf("frame of %d bytes or more is over the limit of %d (max_frame_bytes): it is discarded as it arrives", m.size, max))
+}
+
+// frame handles one frame from the client. A panic here is a bug that
+// one client's input reached: it is answered internal and logged with
+// its stack, and the connection and every other go on.
+func (c *conn) frame(b []byte) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.s.logPanic("s2s: a frame's handling panicked", p, "remote", c.remote)
+			c.sendError(wire.CodeInternal, "", "the server failed to handle this frame (a bug, logged with its stack): the connection and its subscriptions go on")
 		}
+	}()
+	f, err := wire.Decode(b, 0)
+	if err != nil {
+		var de *wire.DecodeError
+		code := wire.CodeBadFrame
+		id := ""
+		if errors.As(err, &de) {
+			code, id = de.Code, de.ID
+		}
+		c.sendError(code, id, err.Error())
+		return
+	}
+	switch f := f.(type) {
+	case *wire.Subscribe:
+		c.subscribe(f)
+	case *wire.Unsubscribe:
+		c.unsubscribe(f.ID)
+	case *wire.Ping:
+		b, _ := wire.Encode(&wire.Pong{Data: f.Data})
+		c.push(b)
+	default:
+		c.sendError(wire.CodeUnknownType, "", fmt.Sprintf("a client does not send %q frames", f.FrameType()))
 	}
 }
 
@@ -422,6 +531,12 @@ func decodeParams(ps []wire.Param) ([]query.Bind, error) {
 func (c *conn) subscribe(f *wire.Subscribe) {
 	if f.ID == "" {
 		c.sendError(wire.CodeBadID, "", "subscribe needs a non-empty id")
+		return
+	}
+	if len(f.ID) > wire.MaxIDBytes {
+		// A connection holds its ids for as long as the subscriptions
+		// live: long ones would pin the frame limit's bytes each.
+		c.sendError(wire.CodeBadID, "", fmt.Sprintf("subscription id of %d bytes is over the limit of %d bytes", len(f.ID), wire.MaxIDBytes))
 		return
 	}
 	var mode engine.Mode
@@ -468,7 +583,26 @@ func (c *conn) subscribe(f *wire.Subscribe) {
 		m.Subscriptions.WithLabelValues(mode.String()).Inc()
 	}
 	sql := f.SQL
-	go c.register(sb, sql, binds, minLSN)
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		c.register(sb, sql, binds, minLSN)
+	}()
+}
+
+// errPanicked is subscribe's error when compiling panicked.
+var errPanicked = errors.New("compiling the query failed inside the server (a bug, logged with its stack)")
+
+// subscribeEngine is Engine.Subscribe, with a panic (compiling runs on
+// this goroutine: a bug that a query reached) turned into an error.
+func (c *conn) subscribeEngine(ctx context.Context, sb *sub, sql string, binds []query.Bind) (id engine.SubID, ref *query.Refusal, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.s.logPanic("s2s: subscribing panicked", p, "remote", c.remote, "sql_bytes", len(sql))
+			id, ref, err = 0, nil, errPanicked
+		}
+	}()
+	return c.s.cfg.Engine.Subscribe(ctx, sql, binds, sb.mode, sb)
 }
 
 // register asks the engine for the subscription. It runs on a goroutine of
@@ -480,7 +614,7 @@ func (c *conn) register(sb *sub, sql string, binds []query.Bind, minLSN change.L
 	var ref *query.Refusal
 	err := c.awaitPosition(ctx, minLSN)
 	if err == nil {
-		id, ref, err = c.s.cfg.Engine.Subscribe(ctx, sql, binds, sb.mode, sb)
+		id, ref, err = c.subscribeEngine(ctx, sb, sql, binds)
 	}
 	code, reason, retry := "", "", false
 	switch {
@@ -563,6 +697,12 @@ func (c *conn) unsubscribe(id string) {
 // socket would not take a write at once (the writers never wait on a
 // socket) or a drain is too big to try at once.
 func (c *conn) writeLoop() {
+	defer func() {
+		if p := recover(); p != nil {
+			c.s.logPanic("s2s: a connection's write loop panicked", p, "remote", c.remote)
+			c.cancelLoops()
+		}
+	}()
 	cfg := c.s.cfg
 	hello, _ := wire.Encode(&wire.Hello{
 		Protocol:         wire.Version,
@@ -606,6 +746,9 @@ func (c *conn) writeLoop() {
 			return
 		}
 		c.q.mu.Lock()
+		// The socket took everything offered: what counts against the
+		// limit now is what was queued while it did.
+		c.q.stall = c.q.bytes
 		if len(c.q.items) > 0 {
 			c.q.signal() // more came while writing: write it here too
 		} else if c.nc.canTry() {
@@ -620,6 +763,15 @@ func (c *conn) writeLoop() {
 // connection's write loop.
 func (c *conn) poolWrite(w *drain) {
 	q := c.q
+	defer func() {
+		if p := recover(); p != nil {
+			c.s.logPanic("s2s: writing a connection's frames panicked", p, "remote", c.remote)
+			q.mu.Lock()
+			q.inPool = false
+			q.mu.Unlock()
+			go c.fail(websocket.StatusInternalError, "internal error (logged)")
+		}
+	}()
 	for {
 		q.mu.Lock()
 		if q.closed || len(q.items) == 0 {
@@ -629,14 +781,21 @@ func (c *conn) poolWrite(w *drain) {
 		}
 		if q.bytes+10*len(q.items) > sockBufMax {
 			// Too big to try at once: the write loop writes it.
-			q.pooled, q.inPool = false, false
-			q.signal()
+			q.toWriteLoopLocked(0)
 			q.mu.Unlock()
 			return
 		}
 		q.mu.Unlock()
-		w.items, _ = q.take(w.items)
-		done, err := w.try(c.nc)
+		if !c.nc.tryAcquire() {
+			// A write that may wait holds the socket (a control frame
+			// the library writes, such as a pong to a client that does
+			// not read): the write loop waits for it, never a writer.
+			q.mu.Lock()
+			q.toWriteLoopLocked(0)
+			q.mu.Unlock()
+			return
+		}
+		done, pending, err := c.tryDrain(w)
 		if err != nil {
 			q.mu.Lock()
 			q.inPool = false
@@ -646,14 +805,24 @@ func (c *conn) poolWrite(w *drain) {
 		}
 		if !done {
 			// The socket took part of it: the rest waits in nc for the
-			// write loop, which may wait on the socket.
+			// write loop, which may wait on the socket. What the socket
+			// refused counts toward the slow-consumer limit.
 			q.mu.Lock()
-			q.pooled, q.inPool = false, false
-			q.signal()
+			q.toWriteLoopLocked(pending)
 			q.mu.Unlock()
 			return
 		}
 	}
+}
+
+// tryDrain takes the queue and tries to write it to the socket, which the
+// caller acquired; it gives the socket back, and says what the socket
+// left pending.
+func (c *conn) tryDrain(w *drain) (done bool, pending int, err error) {
+	defer c.nc.release()
+	w.items, _ = c.q.take(w.items)
+	done, err = w.try(c.nc)
+	return done, c.nc.pendingLocked(), err
 }
 
 // drain is a write loop's reusable buffers for writing what it took from
@@ -703,10 +872,11 @@ func (d *drain) write(nc *sockConn) error {
 	return err
 }
 
-// try writes the drained items without waiting on the socket: what it
-// does not take now stays in nc for a write that may wait.
+// try writes the drained items without waiting on the socket, which the
+// caller holds (tryAcquire): what it does not take now stays in nc for a
+// write that may wait.
 func (d *drain) try(nc *sockConn) (bool, error) {
-	done, err := nc.tryMessages(d.frames())
+	done, err := nc.tryMessagesLocked(d.frames())
 	d.forget()
 	return done, err
 }

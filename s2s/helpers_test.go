@@ -44,6 +44,13 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // tweak adjusts the server's config.
 func newEnv(t *testing.T, setup string, tweak func(*s2s.Config, *engine.Config)) *env {
 	t.Helper()
+	return newEnvWrapped(t, setup, tweak, nil)
+}
+
+// newEnvWrapped is newEnv with the server's engine wrapped by wrap (a
+// test's fault injection around the real engine).
+func newEnvWrapped(t *testing.T, setup string, tweak func(*s2s.Config, *engine.Config), wrap func(s2s.Engine) s2s.Engine) *env {
+	t.Helper()
 	ctx := context.Background()
 	db := pgtest.NewDB(t)
 	conn, err := pgx.Connect(ctx, db.DSN)
@@ -83,6 +90,9 @@ func newEnv(t *testing.T, setup string, tweak func(*s2s.Config, *engine.Config))
 		t.Fatalf("open engine: %v", err)
 	}
 	scfg.Engine, scfg.Tap = eng, tap
+	if wrap != nil {
+		scfg.Engine = wrap(eng)
+	}
 	srv, err := s2s.New(scfg)
 	if err != nil {
 		t.Fatalf("new server: %v", err)
@@ -198,7 +208,7 @@ func (c *client) expect(typ string) frame {
 	c.t.Helper()
 	f := c.next()
 	if got := f.str("type"); got != typ {
-		c.t.Fatalf("frame type = %q, want %q: %s", got, typ, f.raw)
+		c.t.Fatalf("frame type = %q, want %q: %.500s", got, typ, f.raw)
 	}
 	return f
 }

@@ -38,11 +38,20 @@ func (t *touchBatch) encode(dst []byte) []byte {
 // queue is a connection's outgoing queue, bounded in bytes. Producers
 // (the engine's sinks, the read loop) never wait on it: push fails when
 // the bound would be passed, and the connection is then closed.
+//
+// The bound counts only what waits because the socket did not take it:
+// the bytes a tried write left over, and every frame queued while the
+// connection's write loop holds the queue (a write that may wait is
+// under way or coming) until a write finishes. Frames queued while the
+// server's writers hold it are not counted: the socket took everything
+// offered so far, so a client reading as fast as it can is never closed
+// because one transaction gave it much to read.
 type queue struct {
 	mu     sync.Mutex
 	items  []item
 	bytes  int
 	limit  int // 0: none
+	stall  int // bytes counted against limit (see above)
 	closed bool
 	ready  chan struct{} // capacity 1: something was pushed
 	total  *atomic.Int64 // the server's queued bytes, all connections
@@ -77,16 +86,35 @@ func (q *queue) signal() {
 // It returns false when the queue is closed or the frame would pass the
 // limit.
 func (q *queue) pushLocked(b []byte) bool {
-	if q.closed {
-		return false
-	}
-	if q.limit > 0 && q.bytes+len(b) > q.limit {
+	if q.closed || !q.countLocked(len(b)) {
 		return false
 	}
 	q.items = append(q.items, item{frame: b})
 	q.bytes += len(b)
 	q.total.Add(int64(len(b)))
 	return true
+}
+
+// countLocked counts n more bytes against the limit while the write loop
+// holds the queue; it reports false when they would pass it.
+func (q *queue) countLocked(n int) bool {
+	if q.pooled {
+		return true
+	}
+	if q.limit > 0 && q.stall+n > q.limit {
+		return false
+	}
+	q.stall += n
+	return true
+}
+
+// toWriteLoopLocked hands the queue from the server's writers to the
+// connection's write loop; refused is what the socket did not take of a
+// tried write, counted against the limit from now on.
+func (q *queue) toWriteLoopLocked(refused int) {
+	q.pooled, q.inPool = false, false
+	q.stall = refused
+	q.signal()
 }
 
 // touchBatchBytes is what a touched frame costs besides its ids.
@@ -107,7 +135,7 @@ func (q *queue) touchLocked(lsn change.LSN, id string) bool {
 	if q.touch == nil {
 		n += touchBatchBytes
 	}
-	if q.limit > 0 && q.bytes+n > q.limit {
+	if !q.countLocked(n) {
 		return false
 	}
 	if q.touch == nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/freshetdb/freshet/change"
+	"github.com/freshetdb/freshet/engine"
 	"github.com/freshetdb/freshet/wire"
 )
 
@@ -127,6 +129,8 @@ type Server struct {
 	connN    atomic.Int64
 	queueN   atomic.Int64
 	lastBeat atomic.Pointer[change.Heartbeat]
+
+	sendHook atomic.Pointer[func(engine.Output)] // tests: called first in every sink's Send
 }
 
 // New returns a server. It logs a warning when no token is set.
@@ -223,7 +227,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("the server holds %d connections, its limit (--max-connections)", s.cfg.MaxConnections))
 		return
 	}
-	cw := &sockWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout}
+	cw := &sockWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout, maxFrame: s.cfg.MaxFrameBytes}
 	// No compression: the write loop frames its messages itself, plain
 	// (docs/s2s-protocol.md).
 	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{InsecureSkipVerify: true, CompressionMode: websocket.CompressionDisabled})
@@ -391,6 +395,12 @@ func (s *Server) closeAll(ctx context.Context, code websocket.StatusCode, reason
 		s.writeWG.Wait()
 		return fmt.Errorf("shut down s2s connections: %w", ctx.Err())
 	}
+}
+
+// logPanic logs a recovered panic with its stack, at error level: it is a
+// bug that outside input reached, and the stack is what fixes it.
+func (s *Server) logPanic(msg string, p any, attrs ...any) {
+	s.log.Error(msg, append(attrs, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))...)
 }
 
 // logLimiter lets a kind of log line through at most once per period and

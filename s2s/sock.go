@@ -44,6 +44,16 @@ type sockConn struct {
 
 	rc      syscall.RawConn // for writes that do not wait; nil: none
 	pending []byte          // the part of a tried write the socket did not take
+
+	watch *frameWatch // follows the client's frame headers; nil: none
+}
+
+// Read implements net.Conn for the library, which reads the client's
+// frames through it: the frame watch sees every byte first.
+func (c *sockConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.watch.feed(p[:n])
+	return n, err
 }
 
 // newSockConn wraps nc, a *net.TCPConn for writes that do not wait.
@@ -58,12 +68,29 @@ func newSockConn(nc net.Conn, timeout time.Duration) *sockConn {
 }
 
 // canTry reports whether tryMessages may be used: the connection can
-// write without waiting and holds nothing a tried write left.
+// write without waiting and holds nothing a tried write left. It never
+// waits: a socket held by a write that may wait (the library's control
+// frames) cannot be tried now.
 func (c *sockConn) canTry() bool {
-	c.mu.Lock()
+	if !c.mu.TryLock() {
+		return false
+	}
 	defer c.mu.Unlock()
 	return c.rc != nil && len(c.pending) == 0 && c.err == nil
 }
+
+// tryAcquire takes the socket for tryMessagesLocked without waiting; it
+// fails while a write that may wait holds it. A shared writer must never
+// wait on one socket (a pong the library writes to a client that does
+// not read waits on the socket with the socket held).
+func (c *sockConn) tryAcquire() bool { return c.mu.TryLock() }
+
+// release gives back the socket tryAcquire took.
+func (c *sockConn) release() { c.mu.Unlock() }
+
+// pendingLocked is how many bytes tried writes left for a write that
+// may wait.
+func (c *sockConn) pendingLocked() int { return len(c.pending) }
 
 // flushPendingLocked writes what a tried write left, waiting on the
 // socket (within the write timeout): it goes before anything else.
@@ -87,6 +114,11 @@ func (c *sockConn) flushPendingLocked() error {
 func (c *sockConn) tryMessages(msgs [][]byte) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.tryMessagesLocked(msgs)
+}
+
+// tryMessagesLocked is tryMessages with the socket held (tryAcquire).
+func (c *sockConn) tryMessagesLocked(msgs [][]byte) (bool, error) {
 	if c.err != nil {
 		return false, c.err
 	}
@@ -234,8 +266,9 @@ func (c *sockConn) stop() { c.stopped.Store(true) }
 // Hijack returns the connection wrapped in a sockConn.
 type sockWriter struct {
 	http.ResponseWriter
-	timeout time.Duration
-	sc      *sockConn
+	timeout  time.Duration
+	maxFrame int // the frame limit the frame watch checks; 0: none
+	sc       *sockConn
 }
 
 // Unwrap lets http.ResponseController reach the server's writer.
@@ -261,6 +294,13 @@ func (w *sockWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, errors.New("connection hijacked twice")
 	}
 	w.sc = newSockConn(nc, w.timeout)
+	if w.maxFrame > 0 {
+		// The library reads what the HTTP server already buffered before
+		// reading the socket: the watch sees it first too.
+		w.sc.watch = newFrameWatch(w.maxFrame)
+		b, _ := brw.Reader.Peek(brw.Reader.Buffered())
+		w.sc.watch.feed(b)
+	}
 	brw.Writer.Reset(w.sc)
 	return w.sc, brw, nil
 }

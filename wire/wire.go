@@ -20,6 +20,10 @@ const Path = "/s2s/v1"
 // accepts from the other side.
 const DefaultMaxFrameBytes = 1 << 20
 
+// MaxIDBytes is the longest subscription id the server takes (longer ones
+// are answered with an error frame, code bad_id).
+const MaxIDBytes = 256
+
 // The frame types, as spelled in the "type" member.
 const (
 	TypeHello       = "hello"
@@ -267,6 +271,9 @@ const (
 	CodeReadFailed    = "read_failed"    // a read failed for another reason (in the reason)
 	CodeTableDropped  = "table_dropped"  // a table the query reads was dropped
 	CodeSchemaChanged = "schema_changed" // a table the query reads changed shape
+	// CodeResultTooLarge: a result (accepted) or a change to it (delta)
+	// is bigger than the connection's outgoing queue may hold.
+	CodeResultTooLarge = "result_too_large"
 )
 
 // WebSocket close codes the server uses (besides 1000 and 1001).

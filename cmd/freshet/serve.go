@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -386,6 +387,30 @@ func (r *rates) get() (txns, rows float64) {
 	return r.txns, r.chgs
 }
 
+// recoverHandler answers a request whose handler panicked with 500 and
+// an "internal" body, and logs the panic with its stack: a bug that a
+// request reached must not end the process (net/http's own recovery
+// drops the connection without an answer). http.ErrAbortHandler is
+// passed on, as net/http expects.
+func recoverHandler(log *slog.Logger, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			log.Error("http: a handler panicked", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintln(w, `{"code":"internal","message":"the server failed to answer this request (a bug, logged with its stack)"}`)
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
 // serve runs the service until ctx ends (SIGTERM) or the stream fails.
 func (m *Main) serve(ctx context.Context, cfg *serveConfig) error {
 	log := cfg.Logger
@@ -492,7 +517,7 @@ func (m *Main) serve(ctx context.Context, cfg *serveConfig) error {
 		g.close(context.Background(), log, nil)
 		return fmt.Errorf("listen on %s (--listen): %w", cfg.Listen, err)
 	}
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: recoverHandler(log, mux), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	addr := ln.Addr().String()

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -576,3 +577,47 @@ func TestServeKill9(t *testing.T) {
 }
 
 var syscallTERM = syscall.SIGTERM
+
+// A handler that panics is answered 500 internal and logged with its
+// stack; the server goes on answering.
+func TestRecoverHandler(t *testing.T) {
+	var logBuf bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logBuf.Write(p)
+	}), nil))
+	mux := http.NewServeMux()
+	mux.HandleFunc("/boom", func(http.ResponseWriter, *http.Request) {
+		var m map[string]int
+		m["x"] = 1 // a nil map: the kind of bug a request can reach
+	})
+	mux.HandleFunc("/ok", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
+	hs := httptest.NewServer(recoverHandler(log, mux))
+	defer hs.Close()
+	resp, err := http.Get(hs.URL + "/boom")
+	if err != nil {
+		t.Fatalf("GET /boom: %v (want an answer, not a dropped connection)", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), `"code":"internal"`) {
+		t.Fatalf("GET /boom = %d %s, want 500 with code internal", resp.StatusCode, body)
+	}
+	mu.Lock()
+	logged := logBuf.String()
+	mu.Unlock()
+	if !strings.Contains(logged, "assignment to entry in nil map") || !strings.Contains(logged, "serve_test.go") {
+		t.Fatalf("log = %s, want the panic with its stack", logged)
+	}
+	resp, err = http.Get(hs.URL + "/ok")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /ok after the panic: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
