@@ -8,7 +8,10 @@ package servetest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -29,9 +32,11 @@ var (
 )
 
 // Binary builds cmd/freshet once per test process and returns its path,
-// os.TempDir()/freshet-test-bin/freshet. Each build lands under a unique
-// name and is renamed into place, so packages testing at once never see a
-// half-written binary and runs leave one binary behind.
+// os.TempDir()/freshet-test-bin/freshet-<hash of the binary>. Each build
+// lands under a unique name and is renamed into place, so packages testing
+// at once never see a half-written binary, and test processes building
+// different sources (two worktrees, or a test that changed the code) never
+// run each other's binary. Binaries unused for two hours are removed.
 func Binary() (string, error) {
 	buildOnce.Do(func() {
 		dir := filepath.Join(os.TempDir(), "freshet-test-bin")
@@ -51,13 +56,52 @@ func Binary() (string, error) {
 			buildErr = fmt.Errorf("go build cmd/freshet: %v\n%s", err, out)
 			return
 		}
-		binPath = filepath.Join(dir, "freshet")
+		sum, err := fileHash(partial)
+		if err != nil {
+			os.Remove(partial)
+			buildErr = fmt.Errorf("build cmd/freshet: %w", err)
+			return
+		}
+		binPath = filepath.Join(dir, "freshet-"+sum)
 		if err := os.Rename(partial, binPath); err != nil {
 			os.Remove(partial)
 			buildErr = fmt.Errorf("build cmd/freshet: %w", err)
+			return
 		}
+		now := time.Now()
+		os.Chtimes(binPath, now, now) // in use: not swept for two hours
+		sweep(dir, binPath, now.Add(-2*time.Hour))
 	})
 	return binPath, buildErr
+}
+
+// fileHash is the first 16 hex digits of a file's SHA-256.
+func fileHash(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+// sweep removes the binaries in dir last built or used before cutoff,
+// except keep.
+func sweep(dir, keep string, cutoff time.Time) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		if p == keep || !strings.HasPrefix(e.Name(), "freshet") {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.ModTime().Before(cutoff) {
+			os.Remove(p)
+		}
+	}
 }
 
 // Options says what to serve.
