@@ -130,6 +130,53 @@ func (c *conn) fail(code websocket.StatusCode, reason string) {
 	c.cancel()
 }
 
+// shutdownDrain is the longest a connection being shut down waits for
+// its socket to take the frames ending its subscriptions.
+const shutdownDrain = time.Second
+
+// shutdown ends every subscription with a frame saying so (ended
+// shutting_down, or refused shutting_down for one not yet accepted), lets
+// the socket take them (until ctx ends, at most shutdownDrain), then
+// closes the connection with code: a client learns why each subscription
+// ended before the close, as from any other ending.
+func (c *conn) shutdown(ctx context.Context, code websocket.StatusCode, reason string) {
+	c.q.mu.Lock()
+	c.gone = true
+	var ids []engine.SubID
+	for _, sb := range c.subs {
+		typ := wire.TypeEnded
+		if !sb.live {
+			typ = wire.TypeRefused
+		}
+		if sb.registered {
+			ids = append(ids, sb.engID)
+		}
+		c.dropLocked(sb)
+		// A queue past its limit belongs to a client that is not
+		// reading: it is closed all the same.
+		c.q.pushLocked(simpleFrame(typ, sb.id, wire.CodeShuttingDown, reason, true))
+	}
+	c.q.wakeLocked()
+	c.q.mu.Unlock()
+	for _, id := range ids {
+		c.unsubscribeEngine(id)
+	}
+	dctx, cancel := context.WithTimeout(ctx, shutdownDrain)
+	defer cancel()
+	for !c.drained() && dctx.Err() == nil && c.ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.fail(code, reason)
+}
+
+// drained reports whether everything queued was written and no write is
+// under way.
+func (c *conn) drained() bool {
+	c.q.mu.Lock()
+	defer c.q.mu.Unlock()
+	return len(c.q.items) == 0 && c.q.touch == nil && !c.q.inPool && c.nc.canTry()
+}
+
 // endAll ends every subscription: no frame about them follows, and the
 // engine is told.
 func (c *conn) endAll() {
@@ -303,6 +350,11 @@ func (sb *sub) send(o engine.Output) {
 			// The engine sends a count's change as Count alone; the
 			// client also gets the result's one row, as accepted gave it.
 			o.Rows = []engine.ResultRow{{Key: *countKey, Values: []any{o.Count}}}
+		} else if isCount(cols) {
+			// COUNT(*) under LIMIT 0 or an OFFSET: the result is empty
+			// whatever the count, so it never changes and no delta is
+			// sent (docs/s2s-protocol.md).
+			return
 		}
 		frame = c.s.enc.delta(sb.id, cols, &o)
 	case engine.OutputRefused:

@@ -381,7 +381,7 @@ func (s *Server) closeAll(ctx context.Context, code websocket.StatusCode, reason
 	}
 	s.mu.Unlock()
 	for _, c := range conns {
-		go c.fail(code, reason)
+		go c.shutdown(ctx, code, reason)
 	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()

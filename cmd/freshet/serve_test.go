@@ -258,13 +258,21 @@ func TestServeEndpoints(t *testing.T) {
 			}
 		}
 	}
-	// SIGTERM (the context main cancels on it): a close frame, exit 0.
+	// SIGTERM (the context main cancels on it): each subscription ended
+	// shutting_down, then a close frame, exit 0.
 	cancel()
+	ended := map[string]string{}
 	for {
-		_, err = readFrame(wctx, ws)
-		if err != nil {
+		f, err2 := readFrame(wctx, ws)
+		if err = err2; err != nil {
 			break
 		}
+		if f.s("type") == "ended" {
+			ended[f.s("id")] = f.s("code")
+		}
+	}
+	if ended["a"] != "shutting_down" || ended["b"] != "shutting_down" || len(ended) != 2 {
+		t.Errorf("ended before the close: %v, want a and b shutting_down", ended)
 	}
 	if code := websocket.CloseStatus(err); code != websocket.StatusGoingAway {
 		t.Errorf("socket closed with %v (%v), want 1001 going away", code, err)
