@@ -93,10 +93,6 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 	dur := func(name, env string, d time.Duration, help string) *string {
 		return fs.String(name, envDefault(env, d.String()), help+" ($"+env+")")
 	}
-	// --insecure is a bool flag (given alone, it is true); its default
-	// comes from FRESHET_INSECURE, which must be a boolean.
-	insecureEnv := envDefault("FRESHET_INSECURE", "false")
-	insecureDef, insecureErr := strconv.ParseBool(strings.TrimSpace(insecureEnv))
 	var (
 		dsn         = str("dsn", "FRESHET_DSN", "", "PostgreSQL connection string of the database to follow")
 		readDSN     = str("read-dsn", "FRESHET_READ_DSN", "", "connection string for hydration reads and catalog look-ups (a replica or PgBouncer will do; default: --dsn)")
@@ -107,7 +103,7 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 		tables      = str("tables", "FRESHET_TABLES", "", "comma-separated tables for a publication it creates (default: all tables)")
 		create      = str("create", "FRESHET_CREATE", "true", "create the slot and publication if they are missing")
 		token       = fs.String("token", "", "bearer token clients must present (default $FRESHET_S2S_TOKEN; prefer the variable: flags show in ps)")
-		insecure    = fs.Bool("insecure", insecureDef, "serve without a token, where anyone who reaches the port can read every followed table; without a token the server refuses to start unless told this ($FRESHET_INSECURE)")
+		insecure    = optBool(fs, "insecure", "serve without a token, where anyone who reaches the port can read every followed table (without a token the server refuses to start unless told this); a bool flag ($FRESHET_INSECURE)")
 		maxConns    = num("max-connections", "FRESHET_MAX_CONNECTIONS", s2sDef.MaxConnections, "most open connections; 0 lifts the limit")
 		maxSubs     = num("max-subscriptions", "FRESHET_MAX_SUBSCRIPTIONS", s2sDef.MaxSubscriptions, "most subscriptions per connection; 0 lifts the limit")
 		maxFrame    = num("max-frame-bytes", "FRESHET_MAX_FRAME_BYTES", s2sDef.MaxFrameBytes, "largest frame read from a client; 0 lifts the limit")
@@ -289,10 +285,9 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 	if cfg.S2S.Token == "" {
 		cfg.S2S.Token = os.Getenv("FRESHET_S2S_TOKEN")
 	}
-	if insecureErr != nil {
-		return nil, bad("FRESHET_INSECURE %q: want true or false", insecureEnv)
+	if cfg.Insecure, err = boolFlag(fs, "insecure", *insecure, "FRESHET_INSECURE"); err != nil {
+		return nil, bad("%v", err)
 	}
-	cfg.Insecure = *insecure
 	if cfg.Engine.ReadConcurrency == 0 {
 		return nil, bad("--read-concurrency 0: want at least 1")
 	}

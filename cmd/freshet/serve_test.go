@@ -83,7 +83,7 @@ func TestParseServeFlags(t *testing.T) {
 				}
 				return ""
 			}},
-		{name: "bad insecure", env: map[string]string{"FRESHET_INSECURE": "maybe"}, args: []string{"--dsn", "x"}, bad: "FRESHET_INSECURE \"maybe\""},
+		{name: "bad insecure", env: map[string]string{"FRESHET_INSECURE": "maybe"}, args: []string{"--dsn", "x"}, bad: "\"maybe\": want true or false"},
 		{name: "insecure flag off", env: map[string]string{"FRESHET_INSECURE": "true"}, args: []string{"--dsn", "postgres://x/db", "--insecure=false"}, bad: "no token set"},
 		{name: "bad number", args: []string{"--dsn", "x", "--max-frame-bytes", "-1"}, bad: "--max-frame-bytes"},
 		{name: "bad duration", args: []string{"--dsn", "x", "--heartbeat", "soon"}, bad: "--heartbeat"},
