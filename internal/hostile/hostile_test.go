@@ -38,6 +38,8 @@ CREATE TABLE canary (id int PRIMARY KEY, v text);
 INSERT INTO canary VALUES (1, 'start');
 CREATE TABLE items (id int PRIMARY KEY, grp int NOT NULL, v text, n int8);
 INSERT INTO items SELECT i, i % 10, 'v' || i, i FROM generate_series(1, 200) i;
+CREATE TABLE pairs (id int PRIMARY KEY, v text);
+INSERT INTO pairs SELECT i, 'p' || i FROM generate_series(1, 10) i;
 CREATE TABLE big (id int PRIMARY KEY, body text);
 INSERT INTO big VALUES (1, repeat('x', 2 * 1024 * 1024));
 CREATE TABLE wide (id int PRIMARY KEY, body text);
@@ -60,10 +62,24 @@ type canary struct {
 	n      int
 }
 
-// TestHostileInputs runs every case against one server. A case that
-// takes the server down, stalls it or breaks the canary fails, and so
-// does any answer other than the exact one expected.
+// TestHostileInputs runs every case against one server with small
+// limits. A case that takes the server down, stalls it or breaks the
+// canary fails, and so does any answer other than the exact one expected.
 func TestHostileInputs(t *testing.T) {
+	runCases(t, cases, "--max-frame-bytes", fmt.Sprint(maxFrameBytes), "--max-queue-bytes", fmt.Sprint(maxQueueBytes),
+		"--max-subscriptions", fmt.Sprint(maxSubs), "--row-limit", "100", "--max-sql-bytes", "32768")
+}
+
+// TestHostileInputsLimitsLifted runs the cases that must hold with every
+// limit lifted ("0 lifts" must never mean "crashes" or "hangs").
+func TestHostileInputsLimitsLifted(t *testing.T) {
+	runCases(t, liftedCases, "--max-frame-bytes", "0", "--max-sql-bytes", "0", "--max-depth", "0",
+		"--max-alternatives", "0", "--max-in-values", "0", "--compile-timeout", "300ms")
+}
+
+// runCases starts a server with args, subscribes the canary and runs
+// each case, checking the canary after each.
+func runCases(t *testing.T, cases []hostileCase, args ...string) {
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, db.DSN)
@@ -75,9 +91,7 @@ func TestHostileInputs(t *testing.T) {
 		t.Fatalf("setup: %v", err)
 	}
 	srv := servetest.Start(t, servetest.Options{
-		DSN: db.DSN, Slot: servetest.SlotFor("hostile_", db.Name),
-		Args: []string{"--max-frame-bytes", fmt.Sprint(maxFrameBytes), "--max-queue-bytes", fmt.Sprint(maxQueueBytes),
-			"--max-subscriptions", fmt.Sprint(maxSubs), "--row-limit", "100", "--max-sql-bytes", "32768"},
+		DSN: db.DSN, Slot: servetest.SlotFor("hostile_", db.Name), Args: args,
 		// A token (secure by default); two writers, so that the ping
 		// flood's four clients outnumber them.
 		Env: []string{"FRESHET_S2S_TOKEN=" + token, "GOMAXPROCS=2"},
@@ -105,7 +119,11 @@ type hostileCase struct {
 	run  func(t *testing.T, h *harness)
 }
 
-var cases = []hostileCase{
+// cases are the suite's cases for the server with small limits: the
+// frames and protocol here, the queries in queries_test.go.
+var cases = append(append([]hostileCase(nil), frameCases...), queryCases...)
+
+var frameCases = []hostileCase{
 	// Item 5: secure by default.
 	{"no token: 401", func(t *testing.T, h *harness) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -379,29 +397,35 @@ func (c *client) send(t *testing.T, s string) {
 	}
 }
 
-// expect reads the next frame that is not a lag frame and checks its
-// type and, when code is set, its code.
-func (c *client) expect(t *testing.T, typ, code string) map[string]any {
+// next reads the next frame that is not a lag frame.
+func (c *client) next(t *testing.T) map[string]any {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
 		_, b, err := c.ws.Read(ctx)
 		if err != nil {
-			t.Fatalf("read (want %s %s): %v", typ, code, err)
+			t.Fatalf("read: %v", err)
 		}
 		var f map[string]any
 		if err := json.Unmarshal(b, &f); err != nil {
 			t.Fatalf("frame %.200s: %v", b, err)
 		}
-		if f["type"] == "lag" {
-			continue
+		if f["type"] != "lag" {
+			return f
 		}
-		if f["type"] != typ || (code != "" && f["code"] != code) {
-			t.Fatalf("frame %.300s, want %s %s", b, typ, code)
-		}
-		return f
 	}
+}
+
+// expect reads the next frame that is not a lag frame and checks its
+// type and, when code is set, its code.
+func (c *client) expect(t *testing.T, typ, code string) map[string]any {
+	t.Helper()
+	f := c.next(t)
+	if f["type"] != typ || (code != "" && f["code"] != code) {
+		t.Fatalf("frame %.300v, want %s %s", f, typ, code)
+	}
+	return f
 }
 
 func (h *harness) rawDial(t *testing.T, dialer *net.Dialer) *wsraw.Conn {
@@ -461,8 +485,18 @@ func rawClose(t *testing.T, c *wsraw.Conn) int {
 // background.
 func (h *harness) startCanary(t *testing.T) *canary {
 	c := h.dial(t)
-	c.send(t, `{"type":"subscribe","id":"canary","sql":"SELECT id, v FROM canary WHERE id = 1","mode":"rows"}`)
-	c.expect(t, "accepted", "")
+	// A server with a short --compile-timeout may refuse it timeout on a
+	// busy machine: subscribe again.
+	for try := 1; ; try++ {
+		c.send(t, `{"type":"subscribe","id":"canary","sql":"SELECT id, v FROM canary WHERE id = 1","mode":"rows"}`)
+		f := c.next(t)
+		if f["type"] == "accepted" {
+			break
+		}
+		if f["type"] != "refused" || f["code"] != "timeout" || try == 10 {
+			t.Fatalf("canary's subscribe answered %.300v, want accepted", f)
+		}
+	}
 	cn := &canary{h: h, frames: make(chan map[string]any, 1024)}
 	go func() {
 		defer close(cn.frames)

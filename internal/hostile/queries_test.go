@@ -1,0 +1,296 @@
+package hostile
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// queryCases are hostile queries against the server with small limits
+// (--max-sql-bytes 32768, --row-limit 100): each refused with its code,
+// or served with the answer PostgreSQL gives, before and after a write.
+var queryCases = []hostileCase{
+	// Item 1: operator chains are bounded before the parser runs.
+	refusedCase("1,000 chained +", subscribeFrame("SELECT id FROM items WHERE id = "+chain("1", "+", 1000)), "too_complex", false),
+	refusedCase("1,000 chained ::int8", subscribeFrame("SELECT id FROM items WHERE n = 1"+strings.Repeat("::int8", 1000)), "too_complex", false),
+	refusedCase("1,000 chained COLLATE", subscribeFrame(`SELECT id FROM items WHERE v`+strings.Repeat(` COLLATE "C"`, 1000)+` = 'a'`), "too_complex", false),
+	refusedCase("24,000 chained + (48 KB, over --max-sql-bytes)", subscribeFrame("SELECT id FROM items WHERE id = "+chain("1", "+", 24000)), "too_long", false),
+	// Item 11: a NUL byte would cut the query short in the parser.
+	refusedCase("NUL byte", subscribeFrame("SELECT id FROM items WHERE n = -99\x00 OR n >= 0"), "nul_byte", false),
+
+	// Item 2: LIMIT and OFFSET near 2^63 (OFFSET+LIMIT+margin saturates).
+	servedCase("LIMIT and OFFSET 2^63-1", "SELECT id, n FROM items WHERE id <= 5 ORDER BY id LIMIT 9223372036854775807 OFFSET 9223372036854775807", nil, ""),
+	servedCase("DESC LIMIT 2^63-1", "SELECT id, n FROM items WHERE id <= 5 ORDER BY id DESC LIMIT 9223372036854775807", nil, ""),
+	servedCase("LIMIT 1 OFFSET 2^63-33", "SELECT id FROM items WHERE id <= 5 ORDER BY id LIMIT 1 OFFSET 9223372036854775775", nil, ""),
+	servedCase("FETCH FIRST 2^63-1", "SELECT id, n FROM items WHERE id <= 5 ORDER BY n, id FETCH FIRST 9223372036854775807 ROWS ONLY", nil, ""),
+	servedCase("LIMIT 2^63-1 without ORDER BY", "SELECT id FROM items WHERE id <= 5 LIMIT 9223372036854775807", nil, ""),
+	servedCase("int8 text binds of 2^63-1", "SELECT id, n FROM items WHERE id <= 5 ORDER BY id LIMIT $1 OFFSET $2",
+		[]param{{oid: 20, value: "9223372036854775807"}, {oid: 20, value: "9223372036854775807"}}, ""),
+	servedCase("int8 binary binds", "SELECT id, n FROM items WHERE id <= 5 ORDER BY id DESC LIMIT $1 OFFSET $2",
+		[]param{{oid: 20, value: "9223372036854775807", binary: true}, {oid: 20, value: "1", binary: true}}, ""),
+	servedCase("COUNT(*) under LIMIT and OFFSET 2^63-1", "SELECT COUNT(*) FROM items WHERE id <= 5 LIMIT 9223372036854775807 OFFSET 9223372036854775807", nil, ""),
+
+	// Item 6: a join's joined size is bounded by --row-limit.
+	refusedCase("4-way self-join of 1.6 million rows", subscribeFrame("SELECT COUNT(*) FROM items a JOIN items b ON b.grp = a.grp JOIN items c ON c.grp = b.grp JOIN items d ON d.grp = c.grp"), "row_limit", false),
+	refusedCase("join of 4,000 rows", subscribeFrame("SELECT a.id, b.id FROM items a JOIN items b ON b.grp = a.grp"), "row_limit", false),
+
+	// Item 16: an untyped bind in an IN list takes the list's common type.
+	servedCase("untyped bind over int4 in an IN list with an int8 bind", "SELECT id FROM items WHERE id IN (12, $1, 15, $2)",
+		[]param{{oid: 0, value: "9000000000"}, {oid: 20, value: "16"}},
+		// PostgreSQL resolves the list's common type, bigint, with $2 an int8.
+		"SELECT id FROM items WHERE id IN (12, 9000000000, 15, 16::int8)"),
+	refusedCase("4-byte binary bind where int8 is due", `{"type":"subscribe","id":"s","sql":"SELECT id FROM items WHERE id IN (12, $1, 15, $2)","params":[{"oid":0,"format":"binary","value":"AAAADA=="},{"oid":20,"value":"16"}],"mode":"rows"}`, "bind", false),
+	// Item 17: a constant outside a join column's type.
+	// (The constant bounds neither side: each is read whole, so the
+	// tables are small.)
+	servedCase("join with int4 column = 9000000000", "SELECT a.id, b.v FROM pairs a JOIN pairs b ON b.id = a.id WHERE a.id = 9000000000", nil, ""),
+	servedCase("join with int4 column IN (3, 9000000000)", "SELECT a.id, b.v FROM pairs a JOIN pairs b ON b.id = a.id WHERE a.id IN (3, 9000000000)", nil, ""),
+
+	// Item 18: right after DROP TABLE and CREATE TABLE, the new table.
+	{"subscribe right after DROP and CREATE TABLE", func(t *testing.T, h *harness) {
+		h.exec(t, "CREATE TABLE IF NOT EXISTS again (id int PRIMARY KEY, v text); DELETE FROM again; INSERT INTO again VALUES (1, 'old')")
+		c := h.dial(t)
+		c.send(t, subscribeFrameID("old", "SELECT id, v FROM again"))
+		c.expect(t, "accepted", "")
+		h.exec(t, "DROP TABLE again; CREATE TABLE again (id int PRIMARY KEY, v text, w int); INSERT INTO again VALUES (2, 'new', 7)")
+		// Another text than the old subscription's: the same text joins
+		// the old view, which serves the dropped table's rows until the
+		// catalog check ends it (found by this suite; reported, not yet
+		// fixed in the engine).
+		c.send(t, subscribeFrameID("new", "SELECT id, v FROM again WHERE id > 0"))
+		h.canary.check(t, "during")
+		got := map[string]map[string]any{}
+		for len(got) < 2 {
+			f := c.next(t)
+			got[fmt.Sprint(f["id"])] = f
+		}
+		if f := got["old"]; f["type"] != "ended" || f["code"] != "table_dropped" {
+			t.Fatalf("old subscription: %.300v, want ended table_dropped", f)
+		}
+		f := got["new"]
+		if f["type"] != "accepted" {
+			t.Fatalf("new subscription: %.300v, want accepted", f)
+		}
+		var r result
+		r.accepted(f)
+		r.compare(t, h, "SELECT id, v FROM again", nil, false)
+	}},
+}
+
+// liftedCases run against the server with every limit lifted.
+var liftedCases = []hostileCase{
+	// Item 1: the thresholds that crashed the parser or its deparser.
+	refusedCase("24,000 chained + (crashed the parser)", subscribeFrame("SELECT id FROM items WHERE id = "+chain("1", "+", 24000)), "too_complex", false),
+	refusedCase("60,000 chained +", subscribeFrame("SELECT id FROM items WHERE id = "+chain("1", "+", 60000)), "too_complex", false),
+	refusedCase("500,000 chained + (1 MB)", subscribeFrame("SELECT id FROM items WHERE id = "+chain("1", "+", 500000)), "too_complex", false),
+	refusedCase("24,000 chained ::int8", subscribeFrame("SELECT id FROM items WHERE n = 1"+strings.Repeat("::int8", 24000)), "too_complex", false),
+	refusedCase("24,000 chained COLLATE", subscribeFrame(`SELECT id FROM items WHERE v`+strings.Repeat(` COLLATE "C"`, 24000)+` = 'a'`), "too_complex", false),
+	refusedCase("NUL byte, limits lifted", subscribeFrame("SELECT id FROM items WHERE n = -99\x00 OR n >= 0"), "nul_byte", false),
+	// Item 14: --compile-timeout bounds parsing and compiling (300 ms here).
+	refusedCase("1 MB of ORed equalities", subscribeFrame("SELECT id FROM items WHERE "+orList(70000)), "timeout", true),
+	refusedCase("1 MB IN list", subscribeFrame("SELECT id FROM items WHERE n IN ("+numbers(150000)+")"), "timeout", true),
+	// A big answer with the limits lifted is served whole.
+	servedCase("a 2 MB row", "SELECT * FROM big WHERE id = 1", nil, ""),
+}
+
+// chain is n copies of item joined by op.
+func chain(item, op string, n int) string {
+	return strings.Repeat(item+op, n-1) + item
+}
+
+func orList(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("n = %d", i)
+	}
+	return strings.Join(parts, " OR ")
+}
+
+func numbers(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprint(i)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// subscribeFrame is a rows-mode subscribe of sql, id "s".
+func subscribeFrame(sql string) string { return subscribeFrameID("s", sql) }
+
+func subscribeFrameID(id, sql string) string {
+	b, _ := json.Marshal(map[string]any{"type": "subscribe", "id": id, "sql": sql, "mode": "rows"})
+	return string(b)
+}
+
+// param is a bind of a served case: sent with its OID (text, or the
+// binary form of an int8 when binary), and given to PostgreSQL as text.
+type param struct {
+	oid    uint32
+	value  string
+	binary bool
+}
+
+// servedCase subscribes sql with params; the accepted result must equal
+// PostgreSQL's answer, and so must the result the client holds after a
+// write to the rows it reads.
+//
+// PostgreSQL is asked pgSQL ("" for sql with the params as text values,
+// for a query whose binds resolve as literals would).
+func servedCase(name, sql string, params []param, pgSQL string) hostileCase {
+	return hostileCase{name, func(t *testing.T, h *harness) {
+		var ps []map[string]any
+		var args []any
+		for _, p := range params {
+			m := map[string]any{"oid": p.oid, "value": p.value}
+			if p.binary {
+				var n int64
+				fmt.Sscan(p.value, &n)
+				m["format"], m["value"] = "binary", base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint64(nil, uint64(n)))
+			}
+			ps = append(ps, m)
+			args = append(args, p.value)
+		}
+		b, _ := json.Marshal(map[string]any{"type": "subscribe", "id": "s", "sql": sql, "params": ps, "mode": "rows"})
+		c := h.dial(t)
+		c.send(t, string(b))
+		h.canary.check(t, "during")
+		f := c.expect(t, "accepted", "")
+		var r result
+		r.accepted(f)
+		ordered := strings.Contains(sql, "ORDER BY")
+		if pgSQL != "" {
+			sql, args = pgSQL, nil
+		}
+		r.compare(t, h, sql, args, ordered)
+		h.exec(t, "UPDATE items SET n = n + 1 WHERE id IN (3, 12)")
+		h.exec(t, "UPDATE pairs SET v = v || '+' WHERE id = 3")
+		h.exec(t, "UPDATE big SET body = body || 'x' WHERE id = 1")
+		h.canary.check(t, "after the write")
+		// Every frame of the write was queued before the canary's
+		// delta; the pong comes after them all.
+		c.send(t, `{"type":"ping","data":"barrier"}`)
+		for {
+			f := c.next(t)
+			if f["type"] == "pong" {
+				break
+			}
+			if f["type"] != "delta" {
+				t.Fatalf("after the write: %.300v, want deltas", f)
+			}
+			r.delta(f)
+		}
+		r.compare(t, h, sql, args, ordered)
+	}}
+}
+
+// result is a rows-mode subscription's result as a client holds it.
+type result struct {
+	rows  map[string][]string
+	order []string
+}
+
+func strs(vs []any) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		if v == nil {
+			out[i] = "<null>"
+			continue
+		}
+		out[i] = fmt.Sprint(v)
+	}
+	return out
+}
+
+func (r *result) accepted(f map[string]any) {
+	r.rows = map[string][]string{}
+	r.order = nil
+	rows, _ := f["rows"].([]any)
+	for _, x := range rows {
+		row, _ := x.(map[string]any)
+		k := fmt.Sprint(row["key"])
+		vs, _ := row["values"].([]any)
+		r.rows[k] = strs(vs)
+		r.order = append(r.order, k)
+	}
+}
+
+func (r *result) delta(f map[string]any) {
+	rm, _ := f["remove"].([]any)
+	for _, k := range rm {
+		delete(r.rows, fmt.Sprint(k))
+	}
+	ups, _ := f["upsert"].([]any)
+	for _, x := range ups {
+		row, _ := x.(map[string]any)
+		vs, _ := row["values"].([]any)
+		r.rows[fmt.Sprint(row["key"])] = strs(vs)
+	}
+	if o, ok := f["order"].([]any); ok {
+		r.order = r.order[:0]
+		for _, k := range o {
+			r.order = append(r.order, fmt.Sprint(k))
+		}
+	} else {
+		r.order = nil
+		for k := range r.rows {
+			r.order = append(r.order, k)
+		}
+	}
+}
+
+// values are the result's rows, in order when ordered (else sorted).
+func (r *result) values(ordered bool) []string {
+	var out []string
+	if ordered {
+		for _, k := range r.order {
+			out = append(out, strings.Join(r.rows[k], "|"))
+		}
+		return out
+	}
+	for _, vs := range r.rows {
+		out = append(out, strings.Join(vs, "|"))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// compare checks the client's result against PostgreSQL's answer to
+// sql with args (text values, as psql prints them).
+func (r *result) compare(t *testing.T, h *harness, sql string, args []any, ordered bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := h.db.Query(ctx, sql, append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
+	if err != nil {
+		t.Fatalf("PostgreSQL: %v", err)
+	}
+	var want []string
+	for rows.Next() {
+		var vs []string
+		for _, v := range rows.RawValues() {
+			if v == nil {
+				vs = append(vs, "<null>")
+				continue
+			}
+			vs = append(vs, string(v))
+		}
+		want = append(want, strings.Join(vs, "|"))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("PostgreSQL: %v", err)
+	}
+	if !ordered {
+		slices.Sort(want)
+	}
+	if got := r.values(ordered); !slices.Equal(got, want) {
+		t.Fatalf("client holds %q, PostgreSQL answers %q", got, want)
+	}
+}
