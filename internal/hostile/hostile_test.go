@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,10 @@ CREATE TABLE items (id int PRIMARY KEY, grp int NOT NULL, v text, n int8);
 INSERT INTO items SELECT i, i % 10, 'v' || i, i FROM generate_series(1, 200) i;
 CREATE TABLE pairs (id int PRIMARY KEY, v text);
 INSERT INTO pairs SELECT i, 'p' || i FROM generate_series(1, 10) i;
+CREATE TABLE w (id int4 PRIMARY KEY, k int4, d date, v text);
+INSERT INTO w SELECT i, i, date '2024-01-01' + i % 7, 'w' || i FROM generate_series(1, 300) i;
+CREATE TABLE ties (k int PRIMARY KEY, r int, c text);
+INSERT INTO ties VALUES (1, 1, 'x'), (2, 2, 'x'), (3, 3, 'x'), (4, 4, 'x');
 CREATE TABLE big (id int PRIMARY KEY, body text);
 INSERT INTO big VALUES (1, repeat('x', 2 * 1024 * 1024));
 CREATE TABLE wide (id int PRIMARY KEY, body text);
@@ -121,7 +126,7 @@ type hostileCase struct {
 
 // cases are the suite's cases for the server with small limits: the
 // frames and protocol here, the queries in queries_test.go.
-var cases = append(append([]hostileCase(nil), frameCases...), queryCases...)
+var cases = slices.Concat(frameCases, queryCases, windowCases)
 
 var frameCases = []hostileCase{
 	// Item 5: secure by default.

@@ -85,6 +85,88 @@ var queryCases = []hostileCase{
 	}},
 }
 
+// windowCases: item 15, a lag frame vouches only for whole windows; item
+// 19, a reorder that changes no output value still touches.
+var windowCases = []hostileCase{
+	{"windows a DELETE shrank are whole at the next lag frame", func(t *testing.T, h *harness) {
+		c := h.dial(t)
+		sqls := make([]string, maxSubs)
+		args := make([][]any, maxSubs)
+		for i := range maxSubs {
+			sqls[i] = "SELECT id, k FROM w WHERE k > $1 ORDER BY k, id LIMIT $2"
+			if i%2 == 0 {
+				sqls[i] = "SELECT id, k, d FROM w WHERE k > $1 ORDER BY d, k, id LIMIT $2"
+			}
+			args[i] = []any{fmt.Sprint(i % 4), fmt.Sprint(5 + i%60)}
+			b, _ := json.Marshal(map[string]any{"type": "subscribe", "id": fmt.Sprint(i), "sql": sqls[i], "mode": "rows",
+				"params": []map[string]any{{"oid": 23, "value": args[i][0]}, {"oid": 20, "value": args[i][1]}}})
+			c.send(t, string(b))
+		}
+		res := make([]result, maxSubs)
+		for range maxSubs {
+			f := c.expect(t, "accepted", "")
+			var i int
+			fmt.Sscan(fmt.Sprint(f["id"]), &i)
+			res[i].accepted(f)
+		}
+		h.exec(t, "DELETE FROM w WHERE k <= 150")
+		var after string
+		if err := h.db.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&after); err != nil {
+			t.Fatal(err)
+		}
+		// Apply every frame up to the first lag frame past the DELETE:
+		// then every window must be PostgreSQL's.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for {
+			_, b, err := c.ws.Read(ctx)
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+			var f map[string]any
+			json.Unmarshal(b, &f)
+			if f["type"] == "lag" {
+				if lsn, ok := f["lsn"].(string); ok && lsnAtLeast(lsn, after) {
+					break
+				}
+				continue
+			}
+			if f["type"] != "delta" {
+				t.Fatalf("frame %.300s, want deltas", b)
+			}
+			var i int
+			fmt.Sscan(fmt.Sprint(f["id"]), &i)
+			res[i].delta(f)
+		}
+		for i := range maxSubs {
+			r := res[i]
+			r.compare(t, h, sqls[i], args[i], true)
+		}
+	}},
+	{"a reorder that changes no output value touches", func(t *testing.T, h *harness) {
+		c := h.dial(t)
+		b, _ := json.Marshal(map[string]any{"type": "subscribe", "id": "t", "sql": "SELECT c FROM ties ORDER BY r LIMIT 3", "mode": "touch"})
+		c.send(t, string(b))
+		c.expect(t, "accepted", "")
+		h.exec(t, "UPDATE ties SET r = 10 WHERE k = 1") // order 2,3,4: every value still 'x'
+		h.canary.check(t, "after the reorder")
+		f := c.expect(t, "touched", "")
+		if ids, _ := f["ids"].([]any); len(ids) != 1 || ids[0] != "t" {
+			t.Fatalf("touched %.200v, want t", f)
+		}
+	}},
+}
+
+// lsnAtLeast compares two LSNs in PostgreSQL's text form.
+func lsnAtLeast(a, b string) bool {
+	parse := func(s string) uint64 {
+		var hi, lo uint64
+		fmt.Sscanf(s, "%X/%X", &hi, &lo)
+		return hi<<32 | lo
+	}
+	return parse(a) >= parse(b)
+}
+
 // liftedCases run against the server with every limit lifted.
 var liftedCases = []hostileCase{
 	// Item 1: the thresholds that crashed the parser or its deparser.
