@@ -43,6 +43,9 @@ CREATE TABLE pairs (id int PRIMARY KEY, v text);
 INSERT INTO pairs SELECT i, 'p' || i FROM generate_series(1, 10) i;
 CREATE TABLE w (id int4 PRIMARY KEY, k int4, d date, v text);
 INSERT INTO w SELECT i, i, date '2024-01-01' + i % 7, 'w' || i FROM generate_series(1, 300) i;
+CREATE TABLE t2 (k int PRIMARY KEY, r int, c1 text);
+INSERT INTO t2 VALUES (1, 2, '00000000-0000-0000-0000-000000000001'), (2, 2, '00000000-0000-0000-0000-000000000001'),
+	(3, NULL, 'ffffffff-ffff-ffff-ffff-ffffffffffff');
 CREATE TABLE ties (k int PRIMARY KEY, r int, c text);
 INSERT INTO ties VALUES (1, 1, 'x'), (2, 2, 'x'), (3, 3, 'x'), (4, 4, 'x');
 CREATE TABLE big (id int PRIMARY KEY, body text);
@@ -126,7 +129,7 @@ type hostileCase struct {
 
 // cases are the suite's cases for the server with small limits: the
 // frames and protocol here, the queries in queries_test.go.
-var cases = slices.Concat(frameCases, queryCases, windowCases)
+var cases = slices.Concat(frameCases, queryCases, windowCases, []hostileCase{retypedCase})
 
 var frameCases = []hostileCase{
 	// Item 5: secure by default.
