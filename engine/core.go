@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"errors"
-
 	"github.com/freshetdb/freshet/change"
 	"github.com/freshetdb/freshet/query"
 )
@@ -48,8 +46,8 @@ type CoreOptions struct {
 	// holds, so that rows leaving the window are replaced without a read.
 	WindowMargin int
 	// ReadRowLimit is copied into every ReadRequest: a read that returns
-	// more rows refuses its subscriptions (the runtime reports it with an
-	// error wrapping ErrRowLimit). It also bounds a join view: the joined
+	// more rows refuses its subscriptions (the runtime answers it with a
+	// ReadFailure of CodeRowLimit). It also bounds a join view: the joined
 	// rows it holds, and those it examines in one landing or one
 	// transaction; past either it ends CodeRowLimit. Negative lifts it.
 	ReadRowLimit int
@@ -71,11 +69,6 @@ func (o CoreOptions) withDefaults() CoreOptions {
 	return o
 }
 
-// ErrRowLimit is wrapped by the runtime's error for a read that returned
-// more rows than its ReadRequest.RowLimit. Subscriptions refused for it are
-// not retryable (the same query would return as many rows again).
-var ErrRowLimit = errors.New("read returned more rows than the row limit")
-
 // ReadRequest asks the runtime to read rows from PostgreSQL and hand them
 // back with Core.ReadDone, together with the snapshot the read ran in.
 type ReadRequest struct {
@@ -96,10 +89,53 @@ type ReadRequest struct {
 	// Want is the LIMIT the SQL carries (0: none). A read that returns
 	// fewer rows than Want, or has no LIMIT, is complete.
 	Want int64
-	// RowLimit: a read returning more rows fails with ErrRowLimit (0: no
-	// limit).
+	// RowLimit: a read returning more rows fails, answered with a
+	// ReadFailure of CodeRowLimit, not retryable (0: no limit).
 	RowLimit int
 }
+
+// ReadResult answers a ReadRequest (Core.ReadDone): the read's rows and
+// the snapshot it ran in, or how it failed.
+type ReadResult struct {
+	// Snapshot is the snapshot the read ran in.
+	Snapshot Snapshot
+	// Rows are the read's rows, shaped as ReadRequest.Sources says. The
+	// core keeps them.
+	Rows []query.Row
+	// Encoded holds the rows of a single-source read already encoded as
+	// the core holds them, in place of Rows (the engine's reader decodes
+	// PostgreSQL's wire format straight into them). Only this package's
+	// reader makes them; any other caller gives Rows.
+	Encoded EncodedRows
+	// Complete says the read returned every row its query selects (fewer
+	// than ReadRequest.Want, or no LIMIT).
+	Complete bool
+	// Failed, when not nil, says the read failed and how; the other fields
+	// are then ignored.
+	Failed *ReadFailure
+}
+
+// ReadFailure is a failed read as the runtime classified it: the core
+// refuses (or ends) the read's view's subscriptions with exactly this.
+type ReadFailure struct {
+	// Code is one of CodeReadTimeout, CodeRowLimit, CodeReadFailed,
+	// CodeTableDropped, CodeSchemaChanged.
+	Code query.Code
+	// Reason says what went wrong, for a person.
+	Reason string
+	// Retryable says whether subscribing again may succeed: false when
+	// the same query would fail the same way (over the row limit, a value
+	// PostgreSQL rejects).
+	Retryable bool
+}
+
+// EncodedRows are a single-source read's rows encoded as the core holds
+// them: each row's values in the source's column order
+// (ReadRequest.Sources names the one source). The zero value holds none.
+type EncodedRows struct{ rows []rowVals }
+
+// Len returns the number of rows.
+func (r EncodedRows) Len() int { return len(r.rows) }
 
 // OutputKind is the kind of an Output.
 type OutputKind uint8
@@ -230,17 +266,15 @@ func (c *Core) Apply(t *change.Txn) { c.st.apply(t) }
 // snapshot may land.
 func (c *Core) Advance(lsn change.LSN) { c.st.advance(lsn) }
 
-// ReadDone delivers the result of the read id: the snapshot it ran in and
-// its rows (see ReadRequest.Sources for their shape), or err. complete
-// says the read returned every row its query selects (fewer than Want).
-// The rows land once the core's position has passed snap.LSN: the
+// ReadDone delivers the result of the read id: its rows and the snapshot
+// it ran in, or its failure, already classified (ReadFailure). The rows
+// land once the core's position has passed res.Snapshot.LSN: the
 // transactions streamed since the read was asked for and not visible in
-// snap are applied to them, and the view goes live at the core's
-// position. With err, the view's subscriptions are refused with it. The
-// core keeps rows.
-func (c *Core) ReadDone(id ReadID, snap Snapshot, rows []query.Row, complete bool, err error) {
-	c.st.readDone(id, snap, rows, nil, complete, err)
-}
+// the snapshot are applied to them, and the view goes live at the core's
+// position. A failure refuses (or ends) the view's subscriptions with its
+// code, reason and retryable flag. A read the core no longer waits for
+// (its view ended, or it was asked again) is ignored.
+func (c *Core) ReadDone(id ReadID, res ReadResult) { c.st.readDone(id, res) }
 
 // Tables returns the tables the views read, by OID: what a catalog check
 // must look at.

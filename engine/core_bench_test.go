@@ -47,7 +47,7 @@ func (bc *benchCore) subscribe(tb testing.TB, plans []*query.Plan) {
 	}
 	rd := bc.core.Ready()
 	for _, r := range rd.Reads {
-		bc.core.ReadDone(r.ID, Snapshot{LSN: bc.lsn}, nil, true, nil)
+		bc.core.ReadDone(r.ID, ReadResult{Snapshot: Snapshot{LSN: bc.lsn}, Complete: true})
 	}
 	rd = bc.core.Ready()
 	if len(rd.Outputs) != len(plans) {

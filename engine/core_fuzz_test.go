@@ -31,10 +31,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"runtime"
 	"testing"
 	"time"
 
@@ -698,7 +698,8 @@ func (s *fzState) answer(r *fzRead, at change.LSN) {
 	delete(s.reads, r.req.ID)
 	if s.failReads && s.d.n(8) == 0 {
 		fmt.Fprintf(&s.out, "read %d fails\n", r.req.ID)
-		s.core.ReadDone(r.req.ID, Snapshot{}, nil, false, errors.New("fuzz: the read failed"))
+		fail := classifyRead(errors.New("fuzz: the read failed"))
+		s.core.ReadDone(r.req.ID, ReadResult{Failed: &fail})
 		s.collect()
 		return
 	}
@@ -739,12 +740,13 @@ func (s *fzState) answer(r *fzRead, at change.LSN) {
 	}
 	if r.req.RowLimit > 0 && len(rows) > r.req.RowLimit {
 		fmt.Fprintf(&s.out, "read %d over the row limit\n", r.req.ID)
-		s.core.ReadDone(r.req.ID, Snapshot{}, nil, false, fmt.Errorf("fuzz: %w", ErrRowLimit))
+		fail := classifyRead(fmt.Errorf("fuzz: %w", ErrRowLimit))
+		s.core.ReadDone(r.req.ID, ReadResult{Failed: &fail})
 		s.collect()
 		return
 	}
 	fmt.Fprintf(&s.out, "read %d lands at %v: %d rows\n", r.req.ID, at, len(rows))
-	s.core.ReadDone(r.req.ID, snap, rows, r.req.Want == 0 || int64(len(rows)) < r.req.Want, nil)
+	s.core.ReadDone(r.req.ID, ReadResult{Snapshot: snap, Rows: rows, Complete: r.req.Want == 0 || int64(len(rows)) < r.req.Want})
 	s.collect()
 }
 

@@ -734,7 +734,7 @@ func (h *harness) answer(id ReadID, at change.LSN, inProgress ...uint32) {
 		rows = kept
 	}
 	complete := req.Want == 0 || int64(len(rows)) < req.Want
-	h.core.ReadDone(id, snap, rows, complete, nil)
+	h.core.ReadDone(id, ReadResult{Snapshot: snap, Rows: rows, Complete: complete})
 	h.collect()
 }
 

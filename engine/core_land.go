@@ -4,26 +4,24 @@ import (
 	"slices"
 
 	"github.com/freshetdb/freshet/change"
-	"github.com/freshetdb/freshet/query"
 )
 
 // readDone records a read's result and lands it when it can.
-func (s *state) readDone(id ReadID, snap Snapshot, rows []query.Row, held []rowVals, complete bool, err error) {
+func (s *state) readDone(id ReadID, res ReadResult) {
 	r := s.reads[id]
 	if r == nil {
 		return
 	}
-	if err != nil {
+	if f := res.Failed; f != nil {
 		delete(s.reads, id)
-		v := r.v
-		s.endView(v, readCode(err), "read failed: "+err.Error(), readCode(err) != CodeRowLimit)
+		s.endView(r.v, f.Code, f.Reason, f.Retryable)
 		s.trimLog()
 		return
 	}
 	if !r.done {
 		s.doneReads = append(s.doneReads, id)
 	}
-	r.done, r.snap, r.rows, r.held, r.complete = true, snap, rows, held, complete
+	r.done, r.snap, r.rows, r.held, r.complete = true, res.Snapshot, res.Rows, res.Encoded.rows, res.Complete
 	s.land()
 }
 

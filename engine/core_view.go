@@ -116,7 +116,7 @@ type view struct {
 
 	// per transaction
 	dirty     bool
-	evalErr   error      // a row raised: the view ends (evalerr.go)
+	evalErr   error      // a row raised: the view ends (core_evalerr.go)
 	touchedAt change.LSN // the last commit touchSubs told touch-mode subscribers of
 	// staleAt is, while the view re-reads its result (viewRefilling), the
 	// commit that made it: what its subscribers hold is exact only before

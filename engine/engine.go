@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -178,14 +179,10 @@ type command struct {
 
 // readResult is a finished read, handed back to the core goroutine.
 type readResult struct {
-	gen      uint64 // of the core that asked for it
-	key      string // its plan's key
-	id       ReadID
-	snap     Snapshot
-	rows     []query.Row
-	held     []rowVals // a single-table read's rows (reader.readFor)
-	complete bool
-	err      error
+	gen uint64 // of the core that asked for it
+	key string // its plan's key
+	id  ReadID
+	res ReadResult
 }
 
 // invalidator is what a catalog needs to be told about shape changes.
@@ -425,7 +422,7 @@ func (e *Engine) run() {
 			if r.gen != e.gen {
 				continue // asked by a core that panicked
 			}
-			e.step("read", r.key, func() { e.core.st.readDone(r.id, r.snap, r.rows, r.held, r.complete, r.err) })
+			e.step("read", r.key, func() { e.core.ReadDone(r.id, r.res) })
 		case <-e.ctx.Done():
 			e.endAll()
 			return
@@ -597,29 +594,63 @@ func (e *Engine) work() {
 			return
 		}
 		snap, rows, held, complete, err := e.reader.readFor(e.ctx, q.req, q.askedAt)
-		if err != nil && e.ctx.Err() == nil {
-			code := readCode(err)
-			if code == CodeRowLimit {
-				// A result over the row limit is an answer (the
-				// subscription is refused and the backend reads
-				// PostgreSQL), not a fault to warn about.
-				e.log.Info("hydration read over the row limit", "read", q.req.ID, "sql", q.req.SQL, "err", err)
-			} else {
-				e.log.Warn("hydration read failed", "read", q.req.ID, "code", code, "sql", q.req.SQL, "err", err)
-			}
-			if code == CodeTableDropped || code == CodeSchemaChanged {
-				// The catalog must read the tables again, and other views
-				// of them may be broken too.
-				e.invalidate(q.req)
-				e.askCheck()
+		res := ReadResult{Snapshot: snap, Rows: rows, Encoded: EncodedRows{held}, Complete: complete}
+		if err != nil {
+			f := classifyRead(err)
+			res = ReadResult{Failed: &f}
+			if e.ctx.Err() == nil {
+				e.logReadFailure(q.req, f, err)
+				if f.Code == CodeTableDropped || f.Code == CodeSchemaChanged {
+					// The catalog must read the tables again, and other
+					// views of them may be broken too.
+					e.invalidate(q.req)
+					e.askCheck()
+				}
 			}
 		}
 		select {
-		case e.results <- readResult{gen: q.gen, key: q.req.Plan.Key, id: q.req.ID, snap: snap, rows: rows, held: held, complete: complete, err: err}:
+		case e.results <- readResult{gen: q.gen, key: q.req.Plan.Key, id: q.req.ID, res: res}:
 		case <-e.ctx.Done():
 			return
 		}
 	}
+}
+
+// logReadFailure logs a failed read without the query's values: the
+// tables it read and the SQLSTATE rather than its SQL (constants) and
+// PostgreSQL's message (which quotes the value it rejected); an error
+// that is not PostgreSQL's (a connection, a timeout, a schema change) is
+// logged as it is. A read over the row limit is an answer (the
+// subscription is refused and the backend reads PostgreSQL), not a fault
+// to warn about.
+func (e *Engine) logReadFailure(req ReadRequest, f ReadFailure, err error) {
+	args := []any{"read", req.ID, "code", f.Code, "retryable", f.Retryable, "tables", readTables(req)}
+	if state := sqlState(err); state != "" {
+		args = append(args, "sqlstate", state)
+	} else {
+		args = append(args, "err", err)
+	}
+	if f.Code == CodeRowLimit {
+		e.log.Info("hydration read over the row limit", args...)
+		return
+	}
+	e.log.Warn("hydration read failed", args...)
+}
+
+// readTables names the tables a read reads, schema-qualified.
+func readTables(req ReadRequest) string {
+	var b strings.Builder
+	for i, s := range req.Sources {
+		if s < 0 || s >= len(req.Plan.Sources) {
+			continue
+		}
+		if i > 0 {
+			b.WriteString(",")
+		}
+		t := req.Plan.Sources[s].Table
+		b.WriteString(t.Schema + "." + t.Name)
+	}
+	return b.String()
 }
 
 // queuedRead is a read waiting for a worker, with the applied log's state
