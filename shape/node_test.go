@@ -84,7 +84,7 @@ func TestElectricClient(t *testing.T) {
 	})}
 	go ctl.Serve(ln)
 	t.Cleanup(func() { ctl.Close() })
-	args := []string{"--test", "--test-concurrency=1", "--test-reporter=spec"}
+	args := []string{"--test", "--test-concurrency=1", "--test-reporter=spec", "--test-force-exit"}
 	if f := os.Getenv("SHAPE_NODE_TESTS"); f != "" {
 		args = append(args, strings.Fields(f)...)
 	} else {

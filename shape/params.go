@@ -121,7 +121,7 @@ func parseRequest(q url.Values) (*request, *fieldErrors) {
 		r.offset = o
 	}
 	start := r.now || (off != "" && r.offset.Before)
-	if !start {
+	if !start && errs.msgs["offset"] == nil {
 		r.handle = q.Get("handle")
 		if r.handle == "" && off != "" {
 			errs.add("handle", "can't be blank when offset != -1")

@@ -61,6 +61,12 @@ export function follow(params, opts = {}) {
   return { stream, shape, errors, stop }
 }
 
+// track registers an AbortController for stopAll.
+export function track(ac) {
+  live.add(ac)
+  return ac
+}
+
 // stopAll aborts every stream still running (a failed test's), so the
 // test process can exit.
 export function stopAll() {
