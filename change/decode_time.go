@@ -653,3 +653,16 @@ func TimestampFromTime(tm time.Time) Timestamp {
 	sec := tm.Unix() - unixToPG*86400
 	return Timestamp{Micros: sec*usecsPerSec + int64(tm.Nanosecond()/1000)}
 }
+
+// CivilDate returns the proleptic Gregorian date days after 2000-01-01,
+// with an astronomical year (0 is 1 BC, -1 is 2 BC).
+func CivilDate(days int64) (y int64, m, d int) { return civilFromDays(days) }
+
+// CivilDays is the inverse of CivilDate: the days from 2000-01-01 to y-m-d.
+func CivilDays(y int64, m, d int) int64 { return daysFromCivil(y, m, d) }
+
+// TimestampInRange reports whether micros (from 2000-01-01 00:00:00) is
+// within PostgreSQL's timestamp range (4714-11-24 BC up to 294277-01-01).
+func TimestampInRange(micros int64) bool {
+	return micros >= minTimestampUS && micros < endTimestampUS
+}

@@ -14,7 +14,9 @@ import (
 func TestEngineExpressions(t *testing.T) {
 	r := newRig(t, itemsDDL+`
 CREATE TABLE tags (id int PRIMARY KEY, item int, label text);
-INSERT INTO tags SELECT g, g % 7, 'Tag' || g FROM generate_series(1, 12) g;`, Config{})
+INSERT INTO tags SELECT g, g % 7, 'Tag' || g FROM generate_series(1, 12) g;
+CREATE TABLE events (id int PRIMARY KEY, at timestamptz, d date);
+INSERT INTO events SELECT g, '2024-01-01 00:00:00+00'::timestamptz + g * interval '37 hours', '2024-01-01'::date + g * 3 FROM generate_series(1, 30) g;`, Config{})
 	const (
 		plain = `SELECT id, qty * 2 + 1 AS q2, upper(name) AS n, CASE WHEN qty > 5 THEN 'big' ELSE 'small' END AS size,
   COALESCE(name, '-') || ':' || qty AS label, qty::numeric / 3 AS third, substr(name, 2, 3) AS mid
@@ -22,10 +24,14 @@ INSERT INTO tags SELECT g, g % 7, 'Tag' || g FROM generate_series(1, 12) g;`, Co
 		window = `SELECT id, name, qty - id AS d FROM items WHERE lower(name) LIKE 'item%' ORDER BY qty * -1, name DESC LIMIT 4 OFFSET 1`
 		join   = `SELECT t.id, i.name || '/' || t.label AS full, NULLIF(i.qty, 0) AS q FROM items i JOIN tags t ON t.item = i.id WHERE i.qty + t.id > 6`
 	)
+	const dates = `SELECT id, extract(year from at) AS y, date_trunc('week', d) AS w, date_part('epoch', at) AS e, extract(dow from d) AS dow
+  FROM events WHERE date_trunc('month', at) = '2024-01-01'`
 	_, p := r.subscribe(plain)
 	_, w := r.subscribe(window)
 	_, j := r.subscribe(join)
-	waitAccepted(t, p, w, j)
+	_, dt := r.subscribe(dates)
+	waitAccepted(t, p, w, j, dt)
+	r.check(dt, dates, false)
 	r.check(p, plain, false)
 
 	r.exec("INSERT INTO items VALUES (100, 'a longer name', 9), (101, NULL, 4), (102, 'Item102', 12)")
@@ -36,12 +42,16 @@ INSERT INTO tags SELECT g, g % 7, 'Tag' || g FROM generate_series(1, 12) g;`, Co
 	r.exec("INSERT INTO tags VALUES (50, 100, 'x'), (51, 3, 'y')")
 	r.exec("UPDATE tags SET label = 'z' WHERE id = 2")
 	r.exec("BEGIN; UPDATE items SET qty = 20 WHERE id = 1; UPDATE items SET qty = 0 WHERE id = 1; COMMIT")
+	r.exec("UPDATE events SET at = at + interval '20 days' WHERE id % 4 = 0")
+	r.exec("UPDATE events SET d = NULL, at = '2024-01-31 23:59:59.999999+00' WHERE id = 25")
+	r.exec("INSERT INTO events VALUES (100, 'infinity', 'infinity'), (101, '2024-01-15 12:00:00+00', '0044-03-15 BC')")
 	r.quiesce(30 * time.Second)
 
 	r.check(p, plain, false)
 	r.check(w, `SELECT id, name, qty - id AS d, dense_rank() OVER (ORDER BY qty * -1, name DESC) FROM items WHERE lower(name) LIKE 'item%'
   ORDER BY qty * -1, name DESC LIMIT 4 OFFSET 1`, true)
 	r.check(j, join, false)
+	r.check(dt, dates, false)
 }
 
 // A row that makes PostgreSQL raise an error (division by zero, integer

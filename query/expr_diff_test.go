@@ -31,7 +31,7 @@ func (g *exprGen) num(d int) string {
 		}
 		return g.pick("i2", "i4", "i8", "n", "f8", "f4", "i4", "i8", "n")
 	}
-	switch g.rng.Intn(14) {
+	switch g.rng.Intn(15) {
 	case 0, 1, 2, 3:
 		return fmt.Sprintf("(%s %s %s)", g.num(d-1), g.pick("+", "-", "*", "/", "%", "+", "-", "*"), g.num(d-1))
 	case 4:
@@ -52,6 +52,11 @@ func (g *exprGen) num(d int) string {
 		return fmt.Sprintf("CASE %s WHEN %s THEN %s WHEN %s THEN %s END", g.num(d-1), g.num(0), g.num(d-1), g.num(0), g.num(d-1))
 	case 12:
 		return fmt.Sprintf("(%s)::int4", g.text(d-1))
+	case 13:
+		if g.rng.Intn(2) == 0 {
+			return fmt.Sprintf("extract(%s from %s)", g.unit(), g.timestamp(d-1))
+		}
+		return fmt.Sprintf("date_part('%s', %s)", g.unit(), g.timestamp(d-1))
 	}
 	return fmt.Sprintf("(%s %s %s)", g.num(d-1), g.pick("+", "*", "/"), g.pick("i4", "n", "f8", "i2"))
 }
@@ -129,13 +134,31 @@ func (g *exprGen) cond(d int) string {
 	return fmt.Sprintf("%s %s %s", g.num(d), g.pick("=", "<>", "<", "<=", ">", ">="), g.num(d))
 }
 
+// unit is a unit of date_trunc, extract or date_part, as people write
+// them (any case, plurals and abbreviations).
+func (g *exprGen) unit() string {
+	return g.pick("microseconds", "milliseconds", "second", "minute", "hour", "day", "week", "month", "quarter", "year",
+		"decade", "century", "millennium", "dow", "isodow", "doy", "isoyear", "epoch", "julian", "timezone", "MONTHS", "y", "Hour", "msec")
+}
+
+func (g *exprGen) timestamp(d int) string {
+	if d <= 0 || g.rng.Intn(3) > 0 {
+		return g.pick("ts", "tt", "ts", "tt", "d")
+	}
+	return fmt.Sprintf("date_trunc('%s', %s)", g.unit(), g.timestamp(d-1))
+}
+
 // expr draws an expression of any of the kinds.
 func (g *exprGen) expr(d int) string {
-	switch g.rng.Intn(5) {
+	switch g.rng.Intn(6) {
 	case 0, 1:
 		return g.num(d)
 	case 2, 3:
 		return g.text(d)
+	case 4:
+		if g.rng.Intn(2) == 0 {
+			return g.timestamp(d)
+		}
 	}
 	return g.cond(d)
 }

@@ -28,6 +28,18 @@ func (c *compiler) function(f *pg.FuncCall, n *pg.Node) (*scalar, error) {
 		return nil, c.unsupported(n, "in an expression")
 	}
 	lname := strings.ToLower(name)
+	switch lname {
+	case "date_trunc", "date_part", "extract":
+		var args []*scalar
+		for _, a := range f.Args {
+			s, err := c.sexpr(a)
+			if err != nil {
+				return nil, err
+			}
+			args = append(args, s)
+		}
+		return c.dateFunc(lname, f, args)
+	}
 	spec, ok := stringFuncs[lname]
 	if !ok {
 		return nil, c.unsupported(n, "in an expression")
