@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -710,10 +711,27 @@ func (c *compiler) fromItem(n *pg.Node) error {
 	return refuse(CodeFromItem, "this FROM item is not supported; name a table")
 }
 
+// isSystemSchema reports whether schema is one of PostgreSQL's own:
+// pg_catalog, pg_toast, the temporary schemas (pg_temp_N, pg_toast_temp_N,
+// and pg_temp, which names the session's), every name beginning with pg_
+// (which PostgreSQL reserves for system schemas), and information_schema.
+func isSystemSchema(schema string) bool {
+	return strings.HasPrefix(schema, "pg_") || schema == "information_schema"
+}
+
 // addTable resolves a table and adds it as a source.
 func (c *compiler) addTable(rv *pg.RangeVar, kind JoinKind, nullable bool) error {
 	if rv.Catalogname != "" {
 		return refusalAt(rv.Location, CodeUnknownTable, "a database-qualified table name (%s.%s.%s) is not supported", rv.Catalogname, rv.Schemaname, rv.Relname)
+	}
+	if isSystemSchema(rv.Schemaname) {
+		return refusalAt(rv.Location, CodeSystemTable, "%s.%s is in a system schema: system catalogs hold what no subscriber may read (password hashes, sampled values of every table) and are not in the change stream", rv.Schemaname, rv.Relname)
+	}
+	if rv.Schemaname == "" && strings.HasPrefix(rv.Relname, "pg_") && !slices.Contains(c.opts.SearchPath, "pg_catalog") {
+		// PostgreSQL looks in pg_catalog before the search path (unless
+		// the path names it), so an application's FROM pg_authid reads
+		// the system catalog, whatever a schema on the path holds.
+		return refusalAt(rv.Location, CodeSystemTable, "%q unqualified names a system catalog (PostgreSQL looks in pg_catalog first); system catalogs cannot be subscribed to. If you mean a table of your own, qualify it (public.%s)", rv.Relname, rv.Relname)
 	}
 	var t *Table
 	if rv.Schemaname != "" {
@@ -740,6 +758,16 @@ func (c *compiler) addTable(rv *pg.RangeVar, kind JoinKind, nullable bool) error
 			name = rv.Schemaname + "." + name
 		}
 		r := refusalAt(rv.Location, CodeUnknownTable, "relation %q does not exist (search path %s)", name, strings.Join(c.opts.SearchPath, ", "))
+		r.Retryable = true
+		return r
+	}
+	if isSystemSchema(t.Schema) {
+		// Found on a search path that names a system schema.
+		return refusalAt(rv.Location, CodeSystemTable, "%s.%s is in a system schema: system catalogs cannot be subscribed to", t.Schema, t.Name)
+	}
+	if pub := c.opts.Publication; pub != nil && !pub.Publishes(t) {
+		r := refusalAt(rv.Location, CodeNotPublished, "table %s.%s is not in publication %q, so its changes never reach Freshet and its answers would never be updated; add it (ALTER PUBLICATION %s ADD TABLE %s.%s; a partitioned table needs publish_via_partition_root = true, a partition of one published via its root is read through the root)",
+			t.Schema, t.Name, pub.Name(), change.QuoteIdent(pub.Name()), change.QuoteIdent(t.Schema), change.QuoteIdent(t.Name))
 		r.Retryable = true
 		return r
 	}

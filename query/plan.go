@@ -37,8 +37,22 @@ type Options struct {
 	// 0 lifts it.
 	MaxSQLLength int
 	// MaxDepth refuses expressions nested deeper than this. 0 lifts it
-	// (pg_query itself stops at PostgreSQL's stack depth limit).
+	// (a fixed ceiling, which PostgreSQL's parser survives, still holds).
 	MaxDepth int
+	// Publication, when set, refuses tables it does not carry
+	// (CodeNotPublished, retryable): their changes never reach the
+	// stream, so an answer would never be updated. Nil checks nothing.
+	// Tables of system schemas are refused whatever it says.
+	Publication Publication
+}
+
+// Publication says which tables the change stream carries.
+type Publication interface {
+	// Publishes reports whether changes to t reach the stream under t's
+	// own OID.
+	Publishes(t *Table) bool
+	// Name is the publication's name, for messages.
+	Name() string
 }
 
 // Default limits.

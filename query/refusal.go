@@ -30,6 +30,8 @@ const (
 	CodeJoinCondition   Code = "join_condition"  // an ON that is not a conjunction of column equalities
 	CodeJoinShape       Code = "join_shape"      // a parenthesized join on the right of a join
 	CodeUnknownTable    Code = "unknown_table"   // no such table on the search path
+	CodeSystemTable     Code = "system_table"    // a table of a system schema (pg_catalog, information_schema, pg_toast, temporary schemas)
+	CodeNotPublished    Code = "not_published"   // a table the publication does not carry (Options.Publication)
 	CodeUnknownColumn   Code = "unknown_column"  // no such column, or an ambiguous one
 	CodeNoPrimaryKey    Code = "no_primary_key"  // a table without a primary key
 	CodeDuplicateAlias  Code = "duplicate_alias" // the same name used for two FROM items
