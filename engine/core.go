@@ -294,6 +294,12 @@ func (c *Core) CheckCatalog(checked []uint32, shapes map[uint32]*change.Relation
 	return c.st.checkCatalog(checked, shapes)
 }
 
+// Unpublished tells the core that the publication (named publication)
+// no longer carries the tables oids: every view reading one ends, Ended
+// (or Refused while hydrating) with query.CodeNotPublished, retryable,
+// since no change to the table will reach it again.
+func (c *Core) Unpublished(oids []uint32, publication string) { c.st.unpublished(oids, publication) }
+
 // Ready returns, and forgets, what the core produced since the last call.
 func (c *Core) Ready() Ready { return c.st.ready() }
 

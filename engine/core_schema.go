@@ -154,13 +154,7 @@ func (s *state) endBroken(tb *table, rel *change.Relation) bool {
 // table, so relation did not see it), and deletes and updates of rows
 // cannot be matched to the rows held.
 func (s *state) identityLost(tb *table) {
-	var views []*view
-	for vs := range tb.srcs {
-		if vs.v.status != viewDead && !slices.Contains(views, vs.v) {
-			views = append(views, vs.v)
-		}
-	}
-	slices.SortFunc(views, func(a, b *view) int { return cmpU64(a.id, b.id) })
+	views := tb.liveViews()
 	var key []string
 	for _, slot := range tb.key {
 		key = append(key, tb.cols[slot].name)
@@ -169,6 +163,36 @@ func (s *state) identityLost(tb *table) {
 		tb.schema, tb.name, strings.Join(key, ", "))
 	for _, v := range views {
 		s.endView(v, CodeSchemaChanged, reason, true)
+	}
+}
+
+// liveViews returns the views reading tb that have not ended, in view
+// order.
+func (tb *table) liveViews() []*view {
+	var views []*view
+	for vs := range tb.srcs {
+		if vs.v.status != viewDead && !slices.Contains(views, vs.v) {
+			views = append(views, vs.v)
+		}
+	}
+	slices.SortFunc(views, func(a, b *view) int { return cmpU64(a.id, b.id) })
+	return views
+}
+
+// unpublished ends every view of the tables oids, which the publication
+// no longer carries.
+func (s *state) unpublished(oids []uint32, publication string) {
+	for _, oid := range oids {
+		tb := s.tables[oid]
+		if tb == nil {
+			continue
+		}
+		reason := fmt.Sprintf("table %s.%s was removed from publication %q: its changes no longer reach Freshet", tb.schema, tb.name, publication)
+		for _, v := range tb.liveViews() {
+			if v.status != viewDead { // a view of two such tables ends once
+				s.endView(v, query.CodeNotPublished, reason, true)
+			}
+		}
 	}
 }
 

@@ -92,6 +92,14 @@ type Config struct {
 	// that finds a table gone or altered also starts a check at once.
 	// Negative turns the periodic check off.
 	CatalogCheckInterval time.Duration
+	// Publication names the publication the change stream carries. When
+	// set, a query on a table it does not carry is refused
+	// (query.CodeNotPublished, retryable: its answer would never be
+	// updated), the tables it carries are read again from
+	// pg_publication_tables at Open and on every catalog check, and the
+	// subscriptions of a table it no longer carries end with that code.
+	// Empty checks nothing (tables of system schemas are refused always).
+	Publication string
 	// Logger; nil is slog.Default().
 	Logger *slog.Logger
 }
@@ -110,6 +118,7 @@ type Engine struct {
 	pool    *pgxpool.Pool
 	ownPool bool
 	catalog query.Catalog
+	pub     *query.PGPublication // nil without Config.Publication
 	reader  *reader
 	applied *appliedLog
 
@@ -243,6 +252,16 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		e.catalog = query.NewPGCatalog(e.pool)
 	}
 	e.cfg.Query.Catalog = e.catalog
+	if cfg.Publication != "" {
+		e.pub = query.NewPGPublication(e.pool, cfg.Publication)
+		if _, err := e.pub.Load(ctx); err != nil {
+			if e.ownPool {
+				e.pool.Close()
+			}
+			return nil, fmt.Errorf("open engine: %w", err)
+		}
+		e.cfg.Query.Publication = e.pub
+	}
 	e.coreOpts = CoreOptions{WindowMargin: cfg.WindowMargin, ReadRowLimit: cfg.RowLimit, Types: cfg.Types}
 	e.core = NewCore(e.coreOpts)
 	e.reader = &reader{pool: e.pool, types: cfg.Types, log: e.applied, timeout: cfg.ReadTimeout}
@@ -771,10 +790,24 @@ func (e *Engine) watch() {
 // and ends the subscriptions of those that do not (CodeTableDropped,
 // CodeSchemaChanged). The engine runs it every CatalogCheckInterval;
 // calling it right after running DDL makes the subscriptions it breaks end
-// at once. It runs one query on the read pool.
+// at once. It runs one query on the read pool, and with
+// Config.Publication one more, which reads the publication's tables
+// again: later compiles see them, and subscriptions on tables it no
+// longer carries end (query.CodeNotPublished).
 func (e *Engine) CheckCatalog(ctx context.Context) error {
 	e.checkMu.Lock()
 	defer e.checkMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.ReadTimeout)
+	defer cancel()
+	var published map[uint32]bool
+	if e.pub != nil {
+		// Compiles from now on see the publication as it is; views of
+		// tables it dropped end below.
+		var err error
+		if published, err = e.pub.Load(ctx); err != nil {
+			return fmt.Errorf("check catalog: %w", err)
+		}
+	}
 	var refs []TableRef
 	if err := e.do(ctx, func() { refs = e.core.Tables() }); err != nil {
 		return fmt.Errorf("check catalog: %w", err)
@@ -783,11 +816,18 @@ func (e *Engine) CheckCatalog(ctx context.Context) error {
 		return nil
 	}
 	oids := make([]uint32, len(refs))
+	var unpublished []uint32
 	for i, r := range refs {
 		oids[i] = r.OID
+		if published != nil && !published[r.OID] {
+			unpublished = append(unpublished, r.OID)
+		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.ReadTimeout)
-	defer cancel()
+	if len(unpublished) > 0 {
+		if err := e.do(ctx, func() { e.core.Unpublished(unpublished, e.cfg.Publication) }); err != nil {
+			return fmt.Errorf("check catalog: %w", err)
+		}
+	}
 	conn, err := e.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("check catalog: acquire a read connection: %w", err)

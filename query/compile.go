@@ -719,6 +719,25 @@ func isSystemSchema(schema string) bool {
 	return strings.HasPrefix(schema, "pg_") || schema == "information_schema"
 }
 
+// checkPublished refuses t when Options.Publication does not carry it.
+func (c *compiler) checkPublished(rv *pg.RangeVar, t *Table) error {
+	pub := c.opts.Publication
+	if pub == nil {
+		return nil
+	}
+	ok, err := pub.Publishes(c.ctx, t)
+	if err != nil {
+		return fmt.Errorf("resolve table %s.%s: %w", t.Schema, t.Name, err)
+	}
+	if ok {
+		return nil
+	}
+	r := refusalAt(rv.Location, CodeNotPublished, "table %s.%s is not in publication %q, so its changes never reach Freshet and its answers would never be updated; add it (ALTER PUBLICATION %s ADD TABLE %s.%s; a partitioned table needs publish_via_partition_root = true, a partition of one published via its root is read through the root)",
+		t.Schema, t.Name, pub.Name(), change.QuoteIdent(pub.Name()), change.QuoteIdent(t.Schema), change.QuoteIdent(t.Name))
+	r.Retryable = true
+	return r
+}
+
 // addTable resolves a table and adds it as a source.
 func (c *compiler) addTable(rv *pg.RangeVar, kind JoinKind, nullable bool) error {
 	if rv.Catalogname != "" {
@@ -765,11 +784,8 @@ func (c *compiler) addTable(rv *pg.RangeVar, kind JoinKind, nullable bool) error
 		// Found on a search path that names a system schema.
 		return refusalAt(rv.Location, CodeSystemTable, "%s.%s is in a system schema: system catalogs cannot be subscribed to", t.Schema, t.Name)
 	}
-	if pub := c.opts.Publication; pub != nil && !pub.Publishes(t) {
-		r := refusalAt(rv.Location, CodeNotPublished, "table %s.%s is not in publication %q, so its changes never reach Freshet and its answers would never be updated; add it (ALTER PUBLICATION %s ADD TABLE %s.%s; a partitioned table needs publish_via_partition_root = true, a partition of one published via its root is read through the root)",
-			t.Schema, t.Name, pub.Name(), change.QuoteIdent(pub.Name()), change.QuoteIdent(t.Schema), change.QuoteIdent(t.Name))
-		r.Retryable = true
-		return r
+	if err := c.checkPublished(rv, t); err != nil {
+		return err
 	}
 	if len(t.RowKey()) == 0 {
 		r := refusalAt(rv.Location, CodeNoPrimaryKey, "table %s.%s has no primary key; add one to subscribe to it", t.Schema, t.Name)

@@ -2,6 +2,7 @@ package query
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -62,10 +63,21 @@ func FuzzCompile(f *testing.F) {
 	}
 	f.Add(deepQuery(300))
 	f.Add(wideQuery(2000))
+	for _, fam := range chainFamilies {
+		f.Add(fam.gen(5))
+	}
+	f.Add("SELECT id FROM users WHERE age = -99\x00 OR age >= 0")
+	f.Add("SELECT oid, rolname, rolpassword FROM pg_catalog.pg_authid")
+	f.Add("SELECT u.id FROM users u JOIN other.accounts a ON a.id = u.id WHERE u.age IN (1, 9000000000)")
 	cat := snapshotCatalog(f)
 	opts := DefaultOptions()
 	opts.Catalog = cat
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
 	f.Fuzz(func(t *testing.T, sql string) {
+		if p, r, err := Compile(canceled, sql, nil, opts); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Compile(%q) with its context ended = %v, %v, %v; want the context's error", sql, p != nil, r, err)
+		}
 		p, r, err := Compile(context.Background(), sql, nil, opts)
 		if err != nil {
 			t.Fatalf("Compile(%q) error %v: a memory catalog never fails", sql, err)
@@ -263,4 +275,54 @@ func BenchmarkEval(b *testing.B) {
 	for b.Loop() {
 		p.Eval(row)
 	}
+}
+
+// FuzzCompileBinds compiles queries whose one bind is arbitrary (type
+// OID, format, bytes): never a panic; a refusal has a code and a message,
+// a bind's names its parameter; a plan renders and evaluates.
+func FuzzCompileBinds(f *testing.F) {
+	queries := []string{
+		"SELECT id FROM users WHERE age IN (12, $1, 15, 9000000000)",
+		"SELECT id FROM users WHERE age IN (12, $1, 15)",
+		"SELECT id FROM users WHERE age = $1",
+		"SELECT id FROM users WHERE score IN ($1, 1.5, 2)",
+		"SELECT id FROM users WHERE name IN ($1, 'a') ORDER BY id LIMIT 3",
+		"SELECT id FROM users WHERE tags = $1",
+		"SELECT o.id FROM orders o JOIN users u ON u.id = o.user_id WHERE u.age = $1",
+		"SELECT id FROM users ORDER BY id LIMIT $1 OFFSET 2",
+	}
+	for i := range queries {
+		f.Add(uint8(i), uint32(0), false, []byte("9000000000"))
+		f.Add(uint8(i), uint32(20), true, []byte{0, 0, 0, 0, 0, 0, 0, 16})
+		f.Add(uint8(i), uint32(0), true, []byte{0, 0, 0, 16})
+		f.Add(uint8(i), uint32(25), false, []byte("a\x00b"))
+	}
+	opts := DefaultOptions()
+	opts.Catalog = snapshotCatalog(f)
+	f.Fuzz(func(t *testing.T, q uint8, oid uint32, binary bool, data []byte) {
+		sql := queries[int(q)%len(queries)]
+		b := Bind{OID: oid, Data: data}
+		if binary {
+			b.Format = FormatBinary
+		}
+		p, r, err := Compile(context.Background(), sql, []Bind{b}, opts)
+		if err != nil {
+			t.Fatalf("Compile(%q, %+v) error %v: a memory catalog never fails", sql, b, err)
+		}
+		if r != nil {
+			if r.Code == "" || r.Message == "" || r.Code == CodeBind && r.Param != 1 {
+				t.Fatalf("Compile(%q, %+v) refusal %+v", sql, b, r)
+			}
+			return
+		}
+		_ = p.Render(RenderOptions{Columns: SelectNeeded, Window: true, Margin: 3})
+		row := make(Row, len(p.Sources))
+		for i, s := range p.Sources {
+			row[i] = make([]any, len(s.Columns))
+		}
+		_ = p.Eval(row)
+		if len(p.ParamOIDs) != 1 || p.ParamOIDs[0] == 0 {
+			t.Fatalf("Compile(%q, %+v) left $1 untyped: %v", sql, b, p.ParamOIDs)
+		}
+	})
 }

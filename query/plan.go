@@ -1,5 +1,7 @@
 package query
 
+import "context"
+
 // Format is the format of a bind's bytes, as in the extended query
 // protocol's parameter format codes.
 type Format int16
@@ -49,8 +51,8 @@ type Options struct {
 // Publication says which tables the change stream carries.
 type Publication interface {
 	// Publishes reports whether changes to t reach the stream under t's
-	// own OID.
-	Publishes(t *Table) bool
+	// own OID. An error ends the compilation with it.
+	Publishes(ctx context.Context, t *Table) (bool, error)
 	// Name is the publication's name, for messages.
 	Name() string
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // PGPublication is a Publication read from PostgreSQL: the tables
@@ -18,9 +19,18 @@ type PGPublication struct {
 	db   Querier
 	name string
 
-	mu     sync.RWMutex
-	tables map[uint32]bool
+	mu       sync.RWMutex
+	tables   map[uint32]bool
+	loadedAt time.Time
+
+	loadMu sync.Mutex // one Load at a time
 }
+
+// reloadEvery is the least time between two reads of the publication that
+// a table missing from it causes: a table just created under FOR ALL
+// TABLES, or just added, is served at once, and a stream of queries on
+// unpublished tables costs at most a read this often.
+const reloadEvery = 250 * time.Millisecond
 
 var _ Publication = (*PGPublication)(nil)
 
@@ -40,6 +50,13 @@ WHERE pt.pubname = $1`
 // Load reads the publication's tables again and returns them. On error
 // the tables read before are kept.
 func (p *PGPublication) Load(ctx context.Context) (map[uint32]bool, error) {
+	p.loadMu.Lock()
+	defer p.loadMu.Unlock()
+	return p.loadLocked(ctx)
+}
+
+func (p *PGPublication) loadLocked(ctx context.Context) (map[uint32]bool, error) {
+	start := time.Now()
 	rows, err := p.db.Query(ctx, publicationQuery, p.name)
 	if err != nil {
 		return nil, fmt.Errorf("read publication %q: %w", p.name, err)
@@ -57,16 +74,35 @@ func (p *PGPublication) Load(ctx context.Context) (map[uint32]bool, error) {
 		return nil, fmt.Errorf("read publication %q: %w", p.name, err)
 	}
 	p.mu.Lock()
-	p.tables = tables
+	p.tables, p.loadedAt = tables, start
 	p.mu.Unlock()
 	return tables, nil
 }
 
-// Publishes implements Publication.
-func (p *PGPublication) Publishes(t *Table) bool {
+// Publishes implements Publication. A table missing from the tables last
+// read makes it read them again first, unless that read began less than
+// reloadEvery ago.
+func (p *PGPublication) Publishes(ctx context.Context, t *Table) (bool, error) {
+	if ok, _ := p.has(t.OID); ok {
+		return true, nil
+	}
+	p.loadMu.Lock()
+	defer p.loadMu.Unlock()
+	// Another caller may have read it meanwhile.
+	if ok, at := p.has(t.OID); ok || time.Since(at) < reloadEvery {
+		return ok, nil
+	}
+	tables, err := p.loadLocked(ctx)
+	if err != nil {
+		return false, err
+	}
+	return tables[t.OID], nil
+}
+
+func (p *PGPublication) has(oid uint32) (bool, time.Time) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.tables[t.OID]
+	return p.tables[oid], p.loadedAt
 }
 
 // Name implements Publication.

@@ -597,6 +597,7 @@ func newGeneration(ctx context.Context, cfg *serveConfig, st *serveStream, log *
 	ecfg := cfg.Engine
 	g.tap = s2s.NewTap(src)
 	ecfg.Source, ecfg.ReadDSN, ecfg.Types, ecfg.Logger = g.tap, cfg.ReadDSN, st.Types(), log
+	ecfg.Publication = cfg.Stream.Publication // subscriptions only on tables it carries
 	if g.eng, err = engine.Open(ctx, ecfg); err != nil {
 		src.Close()
 		return nil, err
