@@ -912,10 +912,16 @@ func opName(name []*pg.Node) string {
 	if len(name) == 0 {
 		return ""
 	}
-	if len(name) == 2 {
+	switch len(name) {
+	case 1:
+	case 2:
 		if s, _ := strVal(name[0]); s != "pg_catalog" {
 			return ""
 		}
+	default:
+		// OPERATOR(db.schema.+): a cross-database reference PostgreSQL
+		// rejects (found by FuzzCompile: it was read as +).
+		return ""
 	}
 	s, _ := strVal(name[len(name)-1])
 	return s

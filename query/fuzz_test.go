@@ -1,10 +1,13 @@
 package query
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,8 +15,8 @@ import (
 	pg "github.com/pganalyze/pg_query_go/v6"
 )
 
-// memCatalog is a Catalog holding tables read once from PostgreSQL, for
-// fuzzing and benchmarks that must not wait on the server.
+// memCatalog is a Catalog holding tables in memory, for fuzzing and
+// benchmarks that must not wait on the server.
 type memCatalog map[[2]string]*Table
 
 func (m memCatalog) Table(_ context.Context, schema, name string) (*Table, error) {
@@ -23,29 +26,112 @@ func (m memCatalog) Table(_ context.Context, schema, name string) (*Table, error
 	return nil, fmt.Errorf("table %s.%s: %w", schema, name, ErrNoTable)
 }
 
+// catalogSnapshot is testdata/schema.sql's tables as PGCatalog reads them,
+// kept in a file so that fuzzing (whose processes start no server) and
+// benchmarks need none; TestCatalogSnapshot keeps it equal to what
+// PostgreSQL says (go test ./query -run TestCatalogSnapshot -update
+// rewrites it).
+const catalogSnapshot = "testdata/catalog.json"
+
+// snapshotTables names the tables the snapshot holds.
+var snapshotTables = [][2]string{{"public", "users"}, {"public", "orders"}, {"public", "items"}, {"public", "skus"},
+	{"public", "nopk"}, {"other", "accounts"}, {"other", "users"}}
+
 var (
 	snapOnce sync.Once
 	snap     memCatalog
+	snapErr  error
 )
 
-// snapshotCatalog reads testdata/schema.sql's tables once per process.
+// snapshotCatalog returns the tables of catalogSnapshot, read once per
+// process.
 func snapshotCatalog(t testing.TB) memCatalog {
 	snapOnce.Do(func() {
-		_, cat := testDB(t)
+		b, err := os.ReadFile(catalogSnapshot)
+		if err != nil {
+			snapErr = err
+			return
+		}
+		var tables []*Table
+		if err := json.Unmarshal(b, &tables); err != nil {
+			snapErr = fmt.Errorf("%s: %w", catalogSnapshot, err)
+			return
+		}
 		snap = memCatalog{}
-		for _, q := range [][2]string{{"public", "users"}, {"public", "orders"}, {"public", "items"}, {"public", "skus"},
-			{"public", "nopk"}, {"other", "accounts"}, {"other", "users"}} {
-			tb, err := cat.Table(context.Background(), q[0], q[1])
-			if err != nil {
-				t.Fatalf("read %v: %v", q, err)
-			}
-			snap[q] = tb
+		for _, tb := range tables {
+			snap[[2]string{tb.Schema, tb.Name}] = tb
 		}
 	})
-	if snap == nil {
-		t.Fatal("no catalog snapshot")
+	if snapErr != nil {
+		t.Fatalf("catalog snapshot: %v", snapErr)
 	}
 	return snap
+}
+
+// snapshotJSON returns tables as catalogSnapshot holds them: the OIDs a
+// database gives its own objects (tables, enums, domains, which differ
+// from one database to the next) replaced by fixed ones in order of
+// appearance (from 90000), built-in ones kept.
+func snapshotJSON(tables []*Table) ([]byte, error) {
+	fixed := map[uint32]uint32{}
+	oid := func(o *uint32) {
+		if *o < 16384 { // FirstNormalObjectId: built in
+			return
+		}
+		if _, ok := fixed[*o]; !ok {
+			fixed[*o] = 90000 + uint32(len(fixed))
+		}
+		*o = fixed[*o]
+	}
+	out := make([]*Table, len(tables))
+	for i, tb := range tables {
+		c := *tb
+		c.Columns = slices.Clone(tb.Columns)
+		oid(&c.OID)
+		for j := range c.Columns {
+			col := &c.Columns[j]
+			oid(&col.TypeOID)
+			oid(&col.DeclaredOID)
+			oid(&col.Type.OID)
+			oid(&col.Type.Base)
+			oid(&col.Type.Elem)
+			oid(&col.Collation.OID)
+		}
+		out[i] = &c
+	}
+	return json.MarshalIndent(out, "", "\t")
+}
+
+// TestCatalogSnapshot reads testdata/schema.sql's tables from PostgreSQL
+// and compares them with catalogSnapshot (with -update, writes it).
+func TestCatalogSnapshot(t *testing.T) {
+	_, cat := testDB(t)
+	var tables []*Table
+	for _, q := range snapshotTables {
+		tb, err := cat.Table(context.Background(), q[0], q[1])
+		if err != nil {
+			t.Fatalf("read %v: %v", q, err)
+		}
+		tables = append(tables, tb)
+	}
+	got, err := snapshotJSON(tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	if *update {
+		if err := os.WriteFile(catalogSnapshot, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(catalogSnapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs from what PostgreSQL says of testdata/schema.sql; run go test ./query -run TestCatalogSnapshot -update and review the diff", catalogSnapshot)
+	}
 }
 
 // FuzzCompile feeds arbitrary SQL to Compile: it must never panic, and a

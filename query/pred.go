@@ -454,6 +454,11 @@ func (c *compiler) operand(n *pg.Node) (topnd, error) {
 	if err := c.tick(); err != nil {
 		return topnd{}, err
 	}
+	if n == nil {
+		// The missing side of a prefix operator (~~ 0, found by
+		// FuzzCompile).
+		return topnd{}, refuse(CodeOperator, "this operator needs a left operand here")
+	}
 	if cr := n.GetColumnRef(); cr != nil {
 		src, cat, star, err := c.resolveColumn(cr)
 		if err != nil {

@@ -28,6 +28,11 @@ func (c *compiler) sexpr(n *pg.Node) (*scalar, error) {
 	if err := c.tick(); err != nil {
 		return nil, err
 	}
+	if n == nil {
+		// The missing side of a prefix operator (|| 0, found by
+		// FuzzCompile): only + and - have one.
+		return nil, refuse(CodeOperator, "this operator needs a left operand here")
+	}
 	switch x := n.Node.(type) {
 	case *pg.Node_ColumnRef:
 		src, cat, star, err := c.resolveColumn(x.ColumnRef)
