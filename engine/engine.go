@@ -816,17 +816,8 @@ func (e *Engine) CheckCatalog(ctx context.Context) error {
 		return nil
 	}
 	oids := make([]uint32, len(refs))
-	var unpublished []uint32
 	for i, r := range refs {
 		oids[i] = r.OID
-		if published != nil && !published[r.OID] {
-			unpublished = append(unpublished, r.OID)
-		}
-	}
-	if len(unpublished) > 0 {
-		if err := e.do(ctx, func() { e.core.Unpublished(unpublished, e.cfg.Publication) }); err != nil {
-			return fmt.Errorf("check catalog: %w", err)
-		}
 	}
 	conn, err := e.pool.Acquire(ctx)
 	if err != nil {
@@ -837,8 +828,21 @@ func (e *Engine) CheckCatalog(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("check catalog: %w", err)
 	}
+	// A table that still exists (a dropped one ends table_dropped) but
+	// that the publication no longer carries.
+	var unpublished []uint32
+	for _, oid := range oids {
+		if published != nil && !published[oid] && shapes[oid] != nil {
+			unpublished = append(unpublished, oid)
+		}
+	}
 	var broke []TableRef
-	err = e.do(ctx, func() { broke = e.core.CheckCatalog(oids, shapes) })
+	err = e.do(ctx, func() {
+		broke = e.core.CheckCatalog(oids, shapes)
+		if len(unpublished) > 0 {
+			e.core.Unpublished(unpublished, e.cfg.Publication)
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("check catalog: %w", err)
 	}
