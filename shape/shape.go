@@ -56,6 +56,7 @@ type entry struct {
 // request can see them.
 type Shape struct {
 	srv    *Server
+	ioMu   sync.Mutex // serializes the shape's file writes (flush, collect)
 	def    definition
 	dir    string
 	cols   []column
@@ -461,6 +462,8 @@ func (s *Shape) goneLocked(why string) {
 // flush makes pending changes and a pending snapshot durable, then
 // publishes them to readers. It runs on the server's writer goroutine.
 func (s *Shape) flush() error {
+	s.ioMu.Lock()
+	defer s.ioMu.Unlock()
 	s.mu.Lock()
 	if s.st == gone {
 		s.mu.Unlock()
@@ -599,6 +602,8 @@ func (s *Shape) saveMetaLocked() error {
 // generation kept. A client holding an offset into what was dropped gets
 // a 409 and starts again from the newest generation.
 func (s *Shape) collect(now time.Time) error {
+	s.ioMu.Lock()
+	defer s.ioMu.Unlock()
 	s.mu.Lock()
 	cfg := s.srv.cfg
 	drop := 0
