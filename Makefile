@@ -1,7 +1,7 @@
 # Freshet: `make demo` shows it working, `make test` proves it.
 GO ?= go
 
-.PHONY: demo test build vet fmt-check postgres bench bench-tail clean
+.PHONY: demo demo-cluster test build vet fmt-check postgres nats-server bench bench-tail clean
 
 # Built, then run (rather than go run, which exits 1 after Ctrl-C even when
 # the demo stops cleanly). DEMO_FLAGS passes flags, e.g.
@@ -9,6 +9,16 @@ GO ?= go
 demo: postgres
 	$(GO) build -o bin/freshet ./cmd/freshet
 	bin/freshet demo $(DEMO_FLAGS)
+
+# The demo with the engine scaled out (docs/scale-out.md): PostgreSQL,
+# Debian's nats-server with JetStream, a relay and three replicas, the
+# ticket desk's read caches routing between them.
+demo-cluster: postgres nats-server
+	$(GO) build -o bin/freshet ./cmd/freshet
+	bin/freshet demo cluster $(DEMO_FLAGS)
+
+nats-server:
+	@command -v nats-server >/dev/null || { if [ "$$(id -u)" = 0 ]; then apt-get install -y nats-server >/dev/null || { apt-get update >/dev/null && apt-get install -y nats-server >/dev/null; }; else echo "nats-server is missing: run sudo apt-get install nats-server"; exit 1; fi; }
 
 test: postgres fmt-check vet
 	$(GO) test -count=1 -timeout 45m ./...

@@ -98,7 +98,7 @@ func (m *Main) parseDemoFlags(sub string, args []string) (*demoConfig, error) {
 	fs.IntVar(&c.Scale, "scale", 1, "seed scale factor (scale 1: 10 organizations, 200 users, 3,000 tickets, about 6,000 comments)")
 	logLevel := fs.String("log-level", "warn", "log level of the engine and the read cache: debug, info, warn or error (logs go to stderr)")
 	switch sub {
-	case "", "serve":
+	case "", "serve", "cluster":
 		fs.StringVar(&c.Listen, "listen", "127.0.0.1:0", "address of the desk's HTTP handlers and /stats (port 0 picks a free one, printed)")
 		fs.IntVar(&c.Readers, "readers", 16, "readers calling the desk's lookups through the cache")
 		fs.Float64Var(&c.ReadRate, "read-rate", 2000, "reads per second of all readers together; 0 reads flat out")
@@ -168,7 +168,7 @@ func (m *Main) parseDemoFlags(sub string, args []string) (*demoConfig, error) {
 		return nil, bad("--writers %d: want 1 or more", c.Writers)
 	case c.Readers < 0 || c.ReadRate < 0 || c.Keys < 0 || c.Hot < 0:
 		return nil, bad("--readers, --read-rate, --keys and --hot: want 0 or more")
-	case (sub == "" || sub == "serve") && c.Verify <= 0:
+	case (sub == "" || sub == "serve" || sub == "cluster") && c.Verify <= 0:
 		return nil, bad("--verify-every %v: want a positive duration", c.Verify)
 	case c.Duration < 0 || c.Settle < 0 || c.Load < 0 || c.Checkpoint < 0:
 		return nil, bad("durations: want 0 or more")
@@ -193,7 +193,7 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	sub := ""
 	if len(args) > 0 {
 		switch args[0] {
-		case "seed", "serve", "verify", "lag", "bench", "migrate":
+		case "seed", "serve", "verify", "lag", "bench", "migrate", "cluster":
 			sub, args = args[0], args[1:]
 		}
 	}
@@ -214,6 +214,8 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 		return m.demoBench(ctx, cfg)
 	case "migrate":
 		return m.demoMigrate(ctx, cfg)
+	case "cluster":
+		return m.demoCluster(ctx, cfg)
 	}
 	return m.demoRun(ctx, cfg)
 }

@@ -108,8 +108,12 @@ func (m *Main) openStack(ctx context.Context, cfg *demoConfig) (st *demoStack, e
 		if err := st.engine.WaitReady(ctx, time.Minute); err != nil {
 			return st, err
 		}
-	} else if u, ok := strings.CutSuffix(st.url, wire.Path); ok {
-		st.http = "http" + strings.TrimPrefix(u, "ws")
+	} else {
+		// With several engines (demo cluster), /stats is the first's.
+		first, _, _ := strings.Cut(st.url, ",")
+		if u, ok := strings.CutSuffix(first, wire.Path); ok {
+			st.http = "http" + strings.TrimPrefix(u, "ws")
+		}
 	}
 	// Each pool's cache logs through a RefusalLog, which keeps the
 	// engine's refusal code of every query it refused.
