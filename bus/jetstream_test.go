@@ -17,11 +17,22 @@ import (
 // its store in dir, fsyncing every write (sync_interval: always).
 func runBus(t testing.TB, dir string, port int) *server.Server {
 	t.Helper()
+	return startBus(t, dir, port, true)
+}
+
+// runBusOpts is runBus on a free port, fsyncing every write or not.
+func runBusOpts(t testing.TB, dir string, sync bool) *server.Server {
+	t.Helper()
+	return startBus(t, dir, 0, sync)
+}
+
+func startBus(t testing.TB, dir string, port int, sync bool) *server.Server {
+	t.Helper()
 	if port == 0 {
 		port = -1
 	}
 	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir,
-		SyncAlways: true, NoSigs: true, NoLog: true, MaxPayload: 8 << 20})
+		SyncAlways: sync, NoSigs: true, NoLog: true, MaxPayload: 8 << 20})
 	if err != nil {
 		t.Fatalf("start the bus: %v", err)
 	}

@@ -15,6 +15,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// pipelineDepth is how many messages may be in flight before the relay
+// keeps adding to the next one instead of sending it, and
+// maxEventsPerMsg the most events in one message.
+const (
+	pipelineDepth   = 1
+	maxEventsPerMsg = 4096
+)
+
 // Defaults of RelayConfig.
 const (
 	DefaultMaxPending     = 256
@@ -180,7 +188,7 @@ func (r *Relay) session(ctx context.Context, nc *nats.Conn) error {
 	r.sessions.Add(1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(r.cfg.MaxPending+1),
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(r.cfg.MaxPending+2),
 		jetstream.WithPublishAsyncTimeout(r.cfg.PublishTimeout))
 	if err != nil {
 		return fmt.Errorf("open the bus's JetStream: %w", err)
@@ -255,12 +263,19 @@ func (r *Relay) session(ctx context.Context, nc *nats.Conn) error {
 	}()
 	// Acknowledgements are awaited in publish order.
 	pending := make(chan pubItem, r.cfg.MaxPending)
+	var inflight atomic.Int64       // published, not yet acknowledged
+	acked := make(chan struct{}, 1) // an acknowledgement came
 	ackErr := make(chan error, 1)
 	go func() {
 		defer wg.Done()
 		for it := range pending {
 			select {
 			case <-it.fut.Ok():
+				inflight.Add(-1)
+				select {
+				case acked <- struct{}{}:
+				default:
+				}
 				r.messages.Add(1)
 				r.events.Add(int64(it.n))
 				if it.ack > 0 {
@@ -287,54 +302,91 @@ func (r *Relay) session(ctx context.Context, nc *nats.Conn) error {
 	maxBytes := r.cfg.Settings.MaxMsgSize - 1024
 	var evs []Event
 	var body []byte
-	for {
-		var ev change.Event
+	flush := func() error {
+		if len(evs) == 0 {
+			return nil
+		}
+		if len(body) > r.cfg.Settings.MaxMsgSize-64 {
+			return errFatal{fmt.Errorf("relay: one event at %v encodes to %d bytes, over the bus's message size %d: raise --bus-max-msg-size (and the server's max_payload)", evs[0].Pos(), len(body), r.cfg.Settings.MaxMsgSize)}
+		}
+		err := r.publish(ctx, js, subject, pending, &inflight, &prev, &expect, &first, res.epoch, evs, body)
+		evs, body = evs[:0], body[:0]
+		return err
+	}
+	// add filters ev into the message being built; a message over the
+	// size is published first.
+	add := func(ev change.Event) error {
+		e, ok, err := flt.pass(ev)
+		if err != nil {
+			return errFatal{err}
+		}
+		if !ok {
+			return nil
+		}
+		size := len(body)
+		body = appendEvent(body, &e)
+		if len(body) > maxBytes && len(evs) > 0 {
+			// Over the size: this event starts the next message.
+			body = body[:size]
+			if err := flush(); err != nil {
+				return err
+			}
+			body = appendEvent(body, &e)
+		}
+		evs = append(evs, e)
+		return nil
+	}
+	full := func() bool { return len(evs) >= maxEventsPerMsg || len(body) >= maxBytes }
+	fail := func() error {
 		select {
-		case ev = <-events:
+		case err := <-ackErr:
+			return err
+		default:
+		}
+		return ctx.Err()
+	}
+	for {
+		select {
+		case ev := <-events:
+			if err := add(ev); err != nil {
+				return err
+			}
 		case err := <-readErr:
 			return err
 		case err := <-ackErr:
 			return err
 		case <-ctx.Done():
-			select {
-			case err := <-ackErr:
-				return err
-			default:
-			}
-			return ctx.Err()
+			return fail()
 		}
-		// Take what is waiting, up to a message's worth.
-		evs, body = evs[:0], body[:0]
-		for {
-			e, ok, err := flt.pass(ev)
-			if err != nil {
-				return errFatal{err}
-			}
-			if ok {
-				size := len(body)
-				body = appendEvent(body, &e)
-				if len(body) > maxBytes && len(evs) > 0 {
-					// Over the size: this event starts the next message.
-					body = body[:size]
-					if err := r.publish(ctx, js, subject, pending, &prev, &expect, &first, res.epoch, evs, body); err != nil {
-						return err
-					}
-					evs, body = evs[:0], appendEvent(body[:0], &e)
+		// Take what is waiting. While pipelineDepth messages are in
+		// flight, keep adding to this one rather than send a small one:
+		// with the bus fsyncing each message before acknowledging it,
+		// the number of messages, not their size, is what costs.
+		for !full() {
+			if len(events) > 0 {
+				if err := add(<-events); err != nil {
+					return err
 				}
-				evs = append(evs, e)
+				continue
 			}
-			if len(events) == 0 || len(evs) >= 4096 {
+			if inflight.Load() < pipelineDepth {
 				break
 			}
-			ev = <-events
+			select {
+			case ev := <-events:
+				if err := add(ev); err != nil {
+					return err
+				}
+			case <-acked:
+			case err := <-readErr:
+				return err
+			case err := <-ackErr:
+				return err
+			case <-ctx.Done():
+				return fail()
+			}
 		}
-		if len(evs) == 0 {
-			continue
-		}
-		if len(body) > r.cfg.Settings.MaxMsgSize-64 {
-			return errFatal{fmt.Errorf("relay: one event at %v encodes to %d bytes, over the bus's message size %d: raise --bus-max-msg-size (and the server's max_payload)", evs[0].Pos(), len(body), r.cfg.Settings.MaxMsgSize)}
-		}
-		if err := r.publish(ctx, js, subject, pending, &prev, &expect, &first, res.epoch, evs, body); err != nil {
+		if err := flush(); err != nil {
 			return err
 		}
 	}
@@ -342,7 +394,7 @@ func (r *Relay) session(ctx context.Context, nc *nats.Conn) error {
 
 // publish sends one message of evs (encoded in body) after prev, expecting
 // the stream's last message to be expect.
-func (r *Relay) publish(ctx context.Context, js jetstream.JetStream, subject string, pending chan<- pubItem,
+func (r *Relay) publish(ctx context.Context, js jetstream.JetStream, subject string, pending chan<- pubItem, inflight *atomic.Int64,
 	prev *Pos, expect *string, first *bool, epoch uint64, evs []Event, body []byte) error {
 	m := Message{Epoch: epoch, Prev: *prev, Events: evs}
 	data := appendHeader(make([]byte, 0, len(body)+32), epoch, *prev, len(evs))
@@ -359,6 +411,7 @@ func (r *Relay) publish(ctx context.Context, js jetstream.JetStream, subject str
 	} else if *first {
 		opts = append(opts, jetstream.WithExpectLastSequence(0))
 	}
+	inflight.Add(1)
 	fut, err := js.PublishMsgAsync(msg, opts...)
 	if err != nil {
 		return fmt.Errorf("publish message %s: %w", id, err)

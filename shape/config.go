@@ -46,6 +46,16 @@ const (
 
 // Config configures a Server. Start from DefaultConfig.
 type Config struct {
+	// Origin, when set, names the replica that serves a shape when
+	// several replicas of one database serve the shape API
+	// (docs/scale-out.md): given the shape's key (its normalized
+	// definition, the same on every replica), it returns the base URL of
+	// the origin replica, or "" when this server is the origin. A request
+	// for a shape whose origin is elsewhere is redirected there (307), so
+	// every client and every CDN point of presence reads one replica's log
+	// of the shape; when the origin dies the next one takes over, and old
+	// handles, which it does not know, are answered 409 with its own.
+	Origin func(key string) string
 	// Engine serves the shapes' subscriptions (required).
 	Engine Engine
 	// Pool reads the catalog (columns, keys, publication) and runs

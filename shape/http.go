@@ -246,6 +246,16 @@ func (srv *Server) serveShape(w http.ResponseWriter, r *http.Request) {
 		writeFieldErrors(w, fe)
 		return
 	}
+	if srv.cfg.Origin != nil {
+		if base := srv.cfg.Origin(req.def.id()); base != "" {
+			// Not cached: which replica is the origin changes when one
+			// dies.
+			w.Header().Set("cache-control", "no-store")
+			w.Header().Set("location", strings.TrimSuffix(base, "/")+r.URL.Path+"?"+r.URL.RawQuery)
+			w.WriteHeader(http.StatusTemporaryRedirect)
+			return
+		}
+	}
 	if r.Method == http.MethodPost {
 		body, err := io.ReadAll(io.LimitReader(r.Body, srv.cfg.MaxBodyBytes+1))
 		if err != nil {

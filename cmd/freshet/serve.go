@@ -52,6 +52,7 @@ type serveConfig struct {
 	BasePath        string
 	S2S             s2s.Config
 	Shape           shape.Config
+	shapePeers      *peers        // --shape-peers: each shape's origin replica (serve_peers.go)
 	shapePool       *pgxpool.Pool // the shape API's catalog and subset reads, shared by generations
 	Engine          engine.Config
 	ShutdownTimeout time.Duration
@@ -142,6 +143,8 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 		shInsecure  = optBool(fs, "shape-insecure", "serve the shape API without a secret, where anyone who reaches the port reads the allowed tables; a bool flag ($FRESHET_SHAPE_INSECURE)")
 		shTables    = str("shape-tables", "FRESHET_SHAPE_TABLES", "", "allow-list of tables (and columns) the shape API serves, e.g. public.items,users(id,name); default every table of the publication")
 		shAllowDel  = optBool(fs, "shape-allow-deletion", "allow DELETE /v1/shape; a bool flag ($FRESHET_SHAPE_ALLOW_DELETION)")
+		shPeers     = str("shape-peers", "FRESHET_SHAPE_PEERS", "", "every replica serving the shape API, http://host:port comma-separated: each shape is served by one of them (its origin), others redirect to it (docs/scale-out.md)")
+		shSelf      = str("shape-self", "FRESHET_SHAPE_SELF", "", "with --shape-peers: this replica's own address as listed there")
 	)
 	fs.Usage = func() { printFlags(fs, serveUsage) }
 	bad := func(format string, a ...any) error {
@@ -250,6 +253,14 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 	}
 	if cfg.Shape.Tables, err = shape.ParseTables(*shTables); err != nil {
 		return nil, bad("--shape-tables: %v", err)
+	}
+	if *shPeers != "" {
+		if cfg.shapePeers, err = parsePeers(*shPeers, *shSelf, cfg.BasePath); err != nil {
+			return nil, bad("%v", err)
+		}
+		cfg.Shape.Origin = cfg.shapePeers.Origin
+	} else if *shSelf != "" {
+		return nil, bad("--shape-self without --shape-peers: list every replica in --shape-peers")
 	}
 	if cfg.Engine.RowLimit == 0 {
 		cfg.Engine.RowLimit = -1 // the engine's "no limit"
@@ -434,6 +445,10 @@ func (m *Main) serve(ctx context.Context, cfg *serveConfig) error {
 		return fmt.Errorf("open the shape API's pool on --read-dsn: %w", err)
 	}
 	defer cfg.shapePool.Close()
+	if cfg.shapePeers != nil {
+		cfg.shapePeers.start()
+		defer cfg.shapePeers.stop()
+	}
 	if !cfg.Shape.Insecure && cfg.Shape.Secret == "" {
 		log.Warn("shape API: no secret (--shape-secret / FRESHET_SHAPE_SECRET) and not --shape-insecure: every /v1/shape request answers 401")
 	}

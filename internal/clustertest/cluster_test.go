@@ -598,3 +598,130 @@ func busTxns(t *testing.T, url, sysID, slot string) []change.LSN {
 	}
 	return out
 }
+
+// TestShapeOrigin: replicas serving the shape API route each shape to one
+// origin (--shape-peers); when the origin dies, the shape's next choice
+// answers the old handle 409 with its own, and serves it.
+func TestShapeOrigin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: PostgreSQL, a bus, a relay and three replicas")
+	}
+	db := pgtest.NewDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `CREATE TABLE items (id int PRIMARY KEY, grp int NOT NULL, v bigint NOT NULL);
+		INSERT INTO items SELECT i, i % 40, 0 FROM generate_series(1, 50) i`); err != nil {
+		t.Fatal(err)
+	}
+	slot := servetest.SlotFor("o_", db.Name)
+	dir := t.TempDir()
+	busAddr := freeAddr(t)
+	_, portS, _ := net.SplitHostPort(busAddr)
+	busPort, _ := strconv.Atoi(portS)
+	bs := startBus(t, filepath.Join(dir, "bus"), busPort)
+	defer bs.Shutdown()
+	busURL := "nats://" + busAddr
+	relay := startProc(t, "relay", nil, "relay", "--dsn", db.DSN, "--bus", busURL, "--slot", slot, "--publication", slot,
+		"--heartbeat", "100ms", "--stats-interval", "0")
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	var peers []string
+	for _, a := range addrs {
+		peers = append(peers, "http://"+a)
+	}
+	var reps []*proc
+	for i, a := range addrs {
+		p := startProc(t, "replica "+string(rune('A'+i)), []string{"GOMAXPROCS=1"}, "serve", "--dsn", db.DSN, "--source", busURL,
+			"--slot", slot, "--publication", slot, "--listen", a, "--lag-interval", "100ms", "--shutdown-timeout", "2s",
+			"--shape-insecure", "--shape-data-dir", filepath.Join(dir, "shapes", strconv.Itoa(i)),
+			"--shape-peers", strings.Join(peers, ","), "--shape-self", peers[i])
+		reps = append(reps, p)
+	}
+	for i, a := range addrs {
+		servetest.Eventually(t, time.Minute, func() string {
+			resp, err := http.Get("http://" + a + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					return ""
+				}
+			}
+			return fmt.Sprintf("%s not ready; it printed:\n%s\nthe relay printed:\n%s", reps[i].name, reps[i].log(), relay.log())
+		})
+	}
+	// get follows redirects and returns the response and the address
+	// that answered.
+	get := func(u string) (*http.Response, string) {
+		var last string
+		c := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			last = req.URL.Host
+			return nil
+		}}
+		resp, err := c.Get(u)
+		if err != nil {
+			// The origin just died and the others do not know yet.
+			return &http.Response{Status: err.Error(), Header: http.Header{}}, last
+		}
+		if last == "" {
+			last = resp.Request.URL.Host
+		}
+		resp.Body.Close()
+		return resp, last
+	}
+	// Every replica sends the shape to one origin, with one handle.
+	var origin, handle, offset string
+	servetest.Eventually(t, time.Minute, func() string {
+		origin, handle = "", ""
+		for _, a := range addrs {
+			resp, by := get("http://" + a + "/v1/shape?table=items&offset=-1")
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Sprintf("GET from %s: %s", a, resp.Status)
+			}
+			h := resp.Header.Get("electric-handle")
+			if origin == "" {
+				origin, handle, offset = by, h, resp.Header.Get("electric-offset")
+			} else if by != origin || h != handle {
+				return fmt.Sprintf("GET from %s answered by %s with handle %s; from the first replica by %s with %s", a, by, h, origin, handle)
+			}
+		}
+		return ""
+	})
+	// The origin dies: the shape's next choice answers the old handle
+	// 409 with its own.
+	for i, a := range addrs {
+		if a == origin {
+			reps[i].kill()
+		}
+	}
+	var other string
+	for _, a := range addrs {
+		if a != origin {
+			other = a
+		}
+	}
+	var newOrigin, newHandle string
+	servetest.Eventually(t, time.Minute, func() string {
+		resp, by := get("http://" + other + "/v1/shape?table=items&handle=" + handle + "&offset=" + offset)
+		if resp.StatusCode != http.StatusConflict {
+			return fmt.Sprintf("old handle after the origin died: %s from %s, want 409", resp.Status, by)
+		}
+		newOrigin, newHandle = by, resp.Header.Get("electric-handle")
+		return ""
+	})
+	if newOrigin == origin || newHandle == "" || newHandle == handle {
+		t.Fatalf("after failover: origin %s handle %q, before %s %q", newOrigin, newHandle, origin, handle)
+	}
+	for _, a := range addrs {
+		if a == origin {
+			continue
+		}
+		resp, by := get("http://" + a + "/v1/shape?table=items&offset=-1")
+		if resp.StatusCode != 200 || by != newOrigin || resp.Header.Get("electric-handle") != newHandle {
+			t.Fatalf("GET from %s after failover: %s from %s handle %q, want 200 from %s handle %q", a, resp.Status, by, resp.Header.Get("electric-handle"), newOrigin, newHandle)
+		}
+	}
+}
