@@ -49,7 +49,7 @@ func waitGone(t *testing.T, rec *recorder, code query.Code, retryable bool) {
 // keeps following the stream; subscriptions made afterwards are exact.
 // The query whose core work panicked is refused from then on, not
 // retryable.
-func TestEngineCorePanic(t *testing.T) {
+func TestEnginePanicRecovers(t *testing.T) {
 	r := newRig(t, itemsDDL, Config{})
 	ctx := context.Background()
 	const (

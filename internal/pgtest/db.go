@@ -50,11 +50,18 @@ func server() (string, error) {
 // Main runs a test package's tests against one cluster: a throwaway one, or
 // the server FRESHET_TEST_DSN names. Call it from TestMain.
 func Main(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(run(m, false))
 }
 
-func run(m *testing.M) int {
-	if fuzzing() {
+// LazyMain is Main for a package whose tests mostly need no server: the
+// cluster starts when a test first asks for a database (NewDB), so the
+// others run, and pass, on a machine without PostgreSQL.
+func LazyMain(m *testing.M) {
+	os.Exit(run(m, true))
+}
+
+func run(m *testing.M, lazily bool) int {
+	if lazily || fuzzing() {
 		// A fuzz run (go test -fuzz, and each of its worker processes)
 		// runs fuzz targets only, and most need no server: one is started
 		// when a target first asks for a database (NewDB), not for every

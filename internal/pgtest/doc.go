@@ -29,5 +29,7 @@
 // their own (other server settings) skip under it, saying why.
 //
 // Under go test -fuzz (the fuzzer and its workers) Main starts no server:
-// fuzz targets need none.
+// fuzz targets need none. LazyMain never starts one before a test asks for
+// a database: a package whose tests mostly run without PostgreSQL (the
+// engine's core tests) passes them on a machine that has none.
 package pgtest
