@@ -64,7 +64,10 @@ func readCode(err error) query.Code {
 		return CodeReadTimeout
 	case errors.As(err, &pe) && pe.Code == "42P01": // undefined_table
 		return CodeTableDropped
-	case errors.As(err, &pe) && (pe.Code == "42703" || pe.Code == "42804"): // undefined_column, datatype_mismatch
+	case errors.As(err, &pe) && (pe.Code == "42703" || pe.Code == "42804" || pe.Code == "42883"): // undefined_column, datatype_mismatch, undefined_function
+		// A read renders only the plan's columns, operators and casts of
+		// their types: one PostgreSQL no longer has (text >= float8 after
+		// ALTER COLUMN TYPE text) means the plan's shape is gone.
 		return CodeSchemaChanged
 	case errors.As(err, &pe) && invalidInput[pe.Code]:
 		return CodeReadFailed // the query's input, not a row, is at fault

@@ -25,7 +25,9 @@ func TestReadCode(t *testing.T) {
 		}
 		return fmt.Errorf("read rows: %w", err)
 	}
-	dropped, column, other := pgErr("SELECT * FROM gone"), pgErr("SELECT gone FROM t"), pgErr("SELECT nosuchfunction()")
+	dropped, column, other := pgErr("SELECT * FROM gone"), pgErr("SELECT gone FROM t"), pgErr("SELEC 1")
+	// A column retyped under a plan: its comparison's operator is gone.
+	operator := pgErr("SELECT 1 WHERE 'a'::text >= 1.5::float8")
 	divide, overflow := pgErr("SELECT 1/0"), pgErr("SELECT 2147483647 + 1")
 	float, array, unique := pgErr("SELECT '1e400'::float8"), pgErr("SELECT '{2147483648}'::int4[]"), pgErr("INSERT INTO t VALUES (1), (1)")
 	text := func(data string) error {
@@ -50,6 +52,7 @@ func TestReadCode(t *testing.T) {
 		{"deadline", timeout, CodeReadTimeout, true},
 		{"dropped table", dropped, CodeTableDropped, true},
 		{"dropped column", column, CodeSchemaChanged, true},
+		{"retyped column", operator, CodeSchemaChanged, true},
 		{"division by zero", divide, query.CodeEvalError, true},
 		{"overflow", overflow, query.CodeEvalError, true},
 		{"float8 out of range", float, query.CodeEvalError, true},

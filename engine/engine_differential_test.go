@@ -1261,6 +1261,7 @@ type passState struct {
 	answers       map[*dsub][][]*string
 	ddl           []string // tables the transaction altered, dropped or made
 	stmts         []string
+	followed      int // subscriptions followed when it was observed
 }
 
 // passSnap is the client states at a position the engine acknowledged.
@@ -1321,7 +1322,7 @@ func (w *passWatch) observe(ctx context.Context, conn *pgconn.PgConn, stmts []st
 	w.mu.Lock()
 	subs := slices.Clone(w.subs)
 	w.mu.Unlock()
-	st := passState{before: before, after: after, answers: map[*dsub][][]*string{}, stmts: stmts}
+	st := passState{before: before, after: after, answers: map[*dsub][][]*string{}, stmts: stmts, followed: len(subs)}
 	for _, stmt := range stmts {
 		for _, m := range ddlTable.FindAllStringSubmatch(stmt, -1) {
 			st.ddl = append(st.ddl, m[1])
@@ -1422,10 +1423,13 @@ func (w *passWatch) check() error {
 				return fmt.Errorf("subscription %d (%s) %s binds %s: client state at acknowledged position %s: %v", g.sub.id, g.sub.q.shape, g.sub.q.sql, fmtBinds(g.sub.q.binds), snap.lsn, g.err)
 			}
 			var errs []error
-			answered := false
+			answered, unknown := false, false
 			for j := i; j <= last; j++ {
 				want, ok := w.states[j].answers[g.sub]
 				if !ok {
+					// Not followed when that state was read (subscribed
+					// or unsubscribed meanwhile): the client may hold it.
+					unknown = true
 					continue
 				}
 				answered = true
@@ -1436,12 +1440,17 @@ func (w *passWatch) check() error {
 				}
 				errs = append(errs, fmt.Errorf("after %q (committed in [%s, %s)): %w", strings.Join(w.states[j].stmts, "; "), w.states[j].before, w.states[j].after, err))
 			}
-			if !answered {
+			if !answered || unknown && len(errs) > 0 {
 				continue
 			}
 			if len(errs) > 0 {
-				return fmt.Errorf("subscription %d (%s) %s binds %s: at the position %s the engine acknowledged (what a lag frame vouches for; the client's own is %s), its result is not PostgreSQL's:\n%v",
-					g.sub.id, g.sub.q.shape, g.sub.q.sql, fmtBinds(g.sub.q.binds), snap.lsn, g.lsn, errors.Join(errs...))
+				next := "none"
+				if i+1 < len(w.states) {
+					_, ok := w.states[i+1].answers[g.sub]
+					next = fmt.Sprintf("committed in [%s, %s), answered %v (of %d followed): %q", w.states[i+1].before, w.states[i+1].after, ok, w.states[i+1].followed, strings.Join(w.states[i+1].stmts, "; "))
+				}
+				return fmt.Errorf("subscription %d (%s) %s binds %s: at the position %s the engine acknowledged (what a lag frame vouches for; the client's own is %s), its result is not PostgreSQL's:\n%v\n(the next transaction: %s)",
+					g.sub.id, g.sub.q.shape, g.sub.q.sql, fmtBinds(g.sub.q.binds), snap.lsn, g.lsn, errors.Join(errs...), next)
 			}
 			w.compared++
 		}
