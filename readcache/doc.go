@@ -56,7 +56,8 @@
 //
 // # The engine side
 //
-// Keys are spread by hash over Config.Sockets WebSockets (default 2). Each
+// Keys are spread by hash over Config.Sockets WebSockets (default 2) per
+// engine. Each
 // socket checks the engine's hello against the database the reads go to:
 // its system_identifier and database name must equal what IdentityQuery
 // returns on the reads' own connection (checked once; a failed check is
@@ -74,6 +75,21 @@
 // when the heartbeat they name was written; the time since then is taken
 // when it is larger, so the time a frame spent queued and in flight
 // counts (clocks kept in step). Staleness returns the bound as it stands.
+//
+// # Several engines
+//
+// Config.URL may list several engines following one database (replicas
+// fed by one `freshet relay`, docs/scale-out.md), each with its own
+// Sockets. A key goes to the engine with the highest rendezvous score of
+// (engine URL, key) among those alive, the same choice in every process,
+// so identical queries share one view. An engine is alive while one of
+// its sockets has had a hello or a lag frame within DeadAfter; when the
+// set of alive engines changes, the keys not on their home move there
+// (only a dead engine's keys, or the new engine's share; reads of a moving
+// key go to PostgreSQL until it is accepted again). Every subscribe
+// carries min_lsn, the newest position any engine has reported to this
+// cache, so an answer is never older than one seen before (EngineOf and
+// Moved show where keys are).
 //
 // # Memory
 //
