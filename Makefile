@@ -22,7 +22,7 @@ nats-server:
 
 test: postgres fmt-check vet
 	$(GO) test -count=1 -timeout 45m ./...
-	@pkgs=$$($(GO) list ./... | grep -E '/(pgwal|engine|s2s|readcache|bus)($$|/)' || true); \
+	@pkgs=$$($(GO) list ./... | grep -E '/(pgwal|engine|s2s|readcache|bus|shape)($$|/)' || true); \
 	if [ -n "$$pkgs" ]; then echo "go test -race $$pkgs"; $(GO) test -count=1 -race -timeout 30m $$pkgs; fi
 
 build:

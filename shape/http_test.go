@@ -1,6 +1,7 @@
 package shape_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -596,3 +597,32 @@ func TestHeadLikeGet(t *testing.T) {
 }
 
 var _ = url.Values{}
+
+// txids is the transaction's real xid, which clients compare with a
+// subset's xmin/xmax/xip.
+func TestTxidsAreRealXids(t *testing.T) {
+	e := newEnv(t, itemsSetup, nil)
+	rows := map[string]map[string]any{}
+	h, off := e.syncTo(rows, "", "-1", "table", "items")
+	ctx := context.Background()
+	tx, err := e.conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var xid int64
+	if err := tx.QueryRow(ctx, `UPDATE items SET n = 42 WHERE id = 4 RETURNING txid_current() % 4294967296`).Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := e.get("table", "items", "offset", off, "handle", h, "live", "true")
+	ms := r.msgs(t)
+	if len(ms) < 1 {
+		t.Fatalf("no change: %s", r.body)
+	}
+	tx0, _ := ms[0]["headers"].(map[string]any)["txids"].([]any)
+	if len(tx0) != 1 || int64(tx0[0].(float64)) != xid {
+		t.Errorf("txids = %v, want [%d] (the transaction's xid)", tx0, xid)
+	}
+}
