@@ -746,3 +746,32 @@ func (h *harness) answerAll() {
 	h.core.Advance(h.lsn + 1)
 	h.collect()
 }
+
+// note writes a comment line into the transcript.
+func (h *harness) note(s string) { h.out.WriteString("# " + s + "\n") }
+
+// itemsHarness is a harness with a window margin of 2 and one table,
+// items(id int4 pk, name text, price int4, cat text).
+func itemsHarness(t *testing.T) *harness {
+	h := newHarness(t, CoreOptions{WindowMargin: 2})
+	h.createTable("items", []string{"id int4 pk", "name text", "price int4", "cat text"})
+	return h
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// joinHarness is a harness with authors(id, name) and books(id, author,
+// title, year), three authors and three books committed.
+func joinHarness(t *testing.T) *harness {
+	h := newHarness(t, CoreOptions{})
+	h.createTable("authors", []string{"id int4 pk", "name text"})
+	h.createTable("books", []string{"id int4 pk", "author int4", "title text", "year int4"})
+	h.insert("authors", "1", "ann")
+	h.insert("authors", "2", "bob")
+	h.insert("authors", "3", "cy")
+	h.insert("books", "10", "1", "a1", "2001")
+	h.insert("books", "11", "1", "a2", "2002")
+	h.insert("books", "20", "2", "b1", "2003")
+	h.commit(0)
+	return h
+}
