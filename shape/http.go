@@ -1,6 +1,7 @@
 package shape
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -489,28 +490,35 @@ func (srv *Server) writeLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 		}
 	}
 	h.Set("content-type", jsonType)
-	n := 2 + len(chunk)
-	for _, m := range res.msgs {
-		n += len(m) + 1
+	// The body is written in pieces (a snapshot chunk may be megabytes:
+	// it is not copied again).
+	var tail []byte
+	if upToDate {
+		if len(chunk) > 0 || len(res.msgs) > 0 {
+			tail = append(tail, ',')
+		}
+		tail = append(tail, upToDateMsg(seen)...)
 	}
-	body := make([]byte, 0, n+96)
-	body = append(body, '[')
-	body = append(body, chunk...)
+	tail = append(tail, ']')
+	n := 1 + len(chunk) + len(tail)
+	for i, m := range res.msgs {
+		n += len(m)
+		if i > 0 || len(chunk) > 0 {
+			n++
+		}
+	}
+	h.Set("content-length", strconv.Itoa(n))
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.WriteByte('[')
+	bw.Write(chunk)
 	for i, m := range res.msgs {
 		if i > 0 || len(chunk) > 0 {
-			body = append(body, ',')
+			bw.WriteByte(',')
 		}
-		body = append(body, m...)
+		bw.Write(m)
 	}
-	if upToDate {
-		if len(body) > 1 {
-			body = append(body, ',')
-		}
-		body = append(body, upToDateMsg(seen)...)
-	}
-	body = append(body, ']')
-	h.Set("content-length", strconv.Itoa(len(body)))
-	w.Write(body)
+	bw.Write(tail)
+	bw.Flush()
 }
 
 func (srv *Server) deleteShape(w http.ResponseWriter, r *http.Request) {

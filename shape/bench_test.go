@@ -1,0 +1,289 @@
+package shape_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/freshetdb/freshet/engine"
+	"github.com/freshetdb/freshet/shape"
+)
+
+// The benchmarks of docs/benchmarks.md, run by hand (they take minutes
+// and a quiet machine): SHAPE_BENCH=1 go test -run TestBench -v ./shape.
+// They report figures; they assert nothing about time.
+
+func benchOnly(t *testing.T) {
+	if os.Getenv("SHAPE_BENCH") == "" {
+		t.Skip("set SHAPE_BENCH=1 to run the shape benchmarks")
+	}
+}
+
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+// fetchAll follows a shape from -1 until up-to-date with a plain HTTP
+// client, returning rows received and bytes.
+func fetchAll(t *testing.T, base, table string) (int, int64) {
+	off, h := "-1", ""
+	rows, n := 0, int64(0)
+	client := &http.Client{Timeout: 5 * time.Minute}
+	for i := 0; i < 100000; i++ {
+		u := base + "/v1/shape?table=" + table + "&offset=" + off
+		if h != "" {
+			u += "&handle=" + h
+		}
+		res, err := client.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode == 503 {
+			time.Sleep(100 * time.Millisecond) // as the client retries
+			continue
+		}
+		if res.StatusCode != 200 {
+			t.Fatalf("GET %s: %d %s", u, res.StatusCode, b)
+		}
+		n += int64(len(b))
+		rows += bytes.Count(b, []byte(`"operation":"insert"`))
+		h, off = res.Header.Get("electric-handle"), res.Header.Get("electric-offset")
+		if _, ok := res.Header["Electric-Up-To-Date"]; ok {
+			return rows, n
+		}
+	}
+	t.Fatal("never up-to-date")
+	return 0, 0
+}
+
+func TestBenchInitialSync(t *testing.T) {
+	benchOnly(t)
+	n := 1_000_000
+	if s := os.Getenv("SHAPE_BENCH_ROWS"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	e := newEnv(t, fmt.Sprintf(`CREATE TABLE big (id int PRIMARY KEY, title text, n int, at timestamptz);
+		INSERT INTO big SELECT i, 'title of row ' || i, i %% 1000, '2026-01-01'::timestamptz + i * interval '1 second' FROM generate_series(1, %d) i; ANALYZE big`, n), func(c *shape.Config) { c.LongPoll = 20 * time.Second })
+	ctx := context.Background()
+	// COPY of the same rows, same run.
+	start := time.Now()
+	var copyBytes int64
+	{
+		var sb strings.Builder
+		tag, err := e.conn.PgConn().CopyTo(ctx, &countWriter{n: &copyBytes, w: &sb}, `COPY (SELECT id, title, n, at FROM big) TO STDOUT`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = tag
+	}
+	copyDur := time.Since(start)
+	start = time.Now()
+	rows, bytes := fetchAll(t, e.url, "big")
+	cold := time.Since(start)
+	start = time.Now()
+	rows2, _ := fetchAll(t, e.url, "big")
+	warm := time.Since(start)
+	if rows != n || rows2 != n {
+		t.Fatalf("rows %d / %d, want %d", rows, rows2, n)
+	}
+	t.Logf("initial sync of %d rows: cold (shape created, hydrated, snapshot written) %v, warm (shape exists) %v; %d bytes of JSON; COPY TO STDOUT of the same rows %v (%d bytes): warm/COPY throughput %.2fx; load %s",
+		n, cold.Round(time.Millisecond), warm.Round(time.Millisecond), bytes, copyDur.Round(time.Millisecond), copyBytes,
+		copyDur.Seconds()/warm.Seconds(), loadAvg())
+}
+
+type countWriter struct {
+	n *int64
+	w io.Writer
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	*c.n += int64(len(p))
+	return len(p), nil
+}
+
+// TestBenchManyShapes: N `k = const` shapes, each with a long-polling
+// client; writes to random k; the time from commit to the client's
+// response. Also the memory per shape.
+func TestBenchManyShapes(t *testing.T) {
+	benchOnly(t)
+	n := 10_000
+	if s := os.Getenv("SHAPE_BENCH_SHAPES"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	e := newEnv(t, fmt.Sprintf(`CREATE TABLE kv (id int PRIMARY KEY, k int, v int); CREATE INDEX ON kv (k);
+		INSERT INTO kv SELECT i, i, 0 FROM generate_series(1, %d) i`, n), func(c *shape.Config) {
+		c.MaxShapes = n + 10
+		c.LongPoll = 60 * time.Second
+	})
+	ctx := context.Background()
+	runtime.GC()
+	var m0 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	es0, _ := e.eng.Stats(ctx)
+	handles := make([]string, n)
+	offs := make([]string, n)
+	start := time.Now()
+	tr := &http.Transport{MaxIdleConnsPerHost: n + 100, MaxConnsPerHost: 0}
+	client := &http.Client{Transport: tr}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			off, h := "-1", ""
+			for {
+				u := e.url + "/v1/shape?table=kv&where=k+%3D+" + strconv.Itoa(i+1) + "&offset=" + off
+				if h != "" {
+					u += "&handle=" + h
+				}
+				res, err := client.Get(u)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				h, off = res.Header.Get("electric-handle"), res.Header.Get("electric-offset")
+				if _, ok := res.Header["Electric-Up-To-Date"]; ok {
+					handles[i], offs[i] = h, off
+					return
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	created := time.Since(start)
+	runtime.GC()
+	var m1 runtime.MemStats
+	runtime.ReadMemStats(&m1)
+	es1, _ := e.eng.Stats(ctx)
+	t.Logf("%d shapes created and synced in %v; heap %+d bytes, %.0f B per shape (engine and shape layer, 1 row each); engine %+v -> %+v",
+		n, created.Round(time.Millisecond), int64(m1.HeapAlloc)-int64(m0.HeapAlloc), float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/float64(n), es0.Stats, es1.Stats)
+	// Every client long-polls; a write to k = j wakes client j.
+	got := make([]chan time.Time, n)
+	for i := range got {
+		got[i] = make(chan time.Time, 4)
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			off, h := offs[i], handles[i]
+			for pctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(pctx, "GET", e.url+"/v1/shape?table=kv&where=k+%3D+"+strconv.Itoa(i+1)+"&offset="+off+"&handle="+h+"&live=true", nil)
+				res, err := client.Do(req)
+				if err != nil {
+					return
+				}
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				off = res.Header.Get("electric-offset")
+				if strings.Contains(string(b), `"operation"`) {
+					got[i] <- time.Now()
+				}
+			}
+		}(i)
+	}
+	time.Sleep(3 * time.Second) // every client is waiting
+	var lat []time.Duration
+	for w := 0; w < 300; w++ {
+		j := (w*7919 + 13) % n
+		t0 := time.Now()
+		if _, err := e.conn.Exec(ctx, `UPDATE kv SET v = v + 1 WHERE k = $1`, j+1); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case t1 := <-got[j]:
+			lat = append(lat, t1.Sub(t0))
+		case <-time.After(30 * time.Second):
+			t.Fatalf("client %d never got its change", j)
+		}
+	}
+	cancel()
+	tr.CloseIdleConnections()
+	e.http.CloseClientConnections()
+	wg.Wait()
+	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
+	t.Logf("write-to-client latency, %d `k = const` shapes each with a long-polling client, %d writes one at a time: p50 %v p99 %v max %v; load %s",
+		n, len(lat), lat[len(lat)/2].Round(10*time.Microsecond), lat[len(lat)*99/100].Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond), loadAvg())
+}
+
+// TestBenchFanOut: one shape, C long-polling clients, one transaction of
+// 1,910 rows: the time until the last client has all of it.
+func TestBenchFanOut(t *testing.T) {
+	benchOnly(t)
+	c := 1000
+	if s := os.Getenv("SHAPE_BENCH_CLIENTS"); s != "" {
+		c, _ = strconv.Atoi(s)
+	}
+	e := newEnv(t, `CREATE TABLE fan (id int PRIMARY KEY, title text, n int)`, func(cfg *shape.Config) { cfg.LongPoll = 60 * time.Second })
+	ctx := context.Background()
+	rows := map[string]map[string]any{}
+	h, off := e.syncTo(rows, "", "-1", "table", "fan")
+	tr := &http.Transport{MaxIdleConnsPerHost: c + 100}
+	client := &http.Client{Transport: tr}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var last time.Time
+	done := 0
+	ready := make(chan struct{}, c)
+	for i := 0; i < c; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o, n := off, 0
+			first := true
+			for n < 1910 {
+				req, _ := http.NewRequest("GET", e.url+"/v1/shape?table=fan&offset="+o+"&handle="+h+"&live=true", nil)
+				if first {
+					ready <- struct{}{}
+					first = false
+				}
+				res, err := client.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				o = res.Header.Get("electric-offset")
+				n += strings.Count(string(b), `"operation":"insert"`)
+			}
+			mu.Lock()
+			done++
+			last = time.Now()
+			mu.Unlock()
+		}()
+	}
+	for i := 0; i < c; i++ {
+		<-ready
+	}
+	time.Sleep(2 * time.Second)
+	t0 := time.Now()
+	if _, err := e.conn.Exec(ctx, `INSERT INTO fan SELECT i, 'a title of some length ' || i, i FROM generate_series(1, 1910) i`); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	t.Logf("one shape, %d long-polling clients, one 1,910-row transaction: the last client had it after %v (%d clients); load %s",
+		c, last.Sub(t0).Round(time.Millisecond), done, loadAvg())
+}
+
+var _ = engine.ModeRows
