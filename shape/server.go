@@ -389,7 +389,12 @@ func (srv *Server) loadAll(ctx context.Context) error {
 			continue
 		}
 		dir := filepath.Join(srv.cfg.DataDir, de.Name())
-		if err := srv.load(ctx, dir); err != nil {
+		var io ioError
+		if err := srv.load(ctx, dir); errors.As(err, &io) {
+			// The database could not be asked: keep the shape's files
+			// and let the server's start fail (a supervisor retries).
+			return fmt.Errorf("load shape %s: %w", dir, err)
+		} else if err != nil {
 			srv.log.Warn("shape: a stored shape cannot be served again; removing it (its clients will refetch)", "dir", dir, "err", err)
 			os.RemoveAll(dir)
 		}
@@ -407,7 +412,7 @@ func (srv *Server) load(ctx context.Context, dir string) error {
 	}
 	ti, fe, err := srv.describe(ctx, m.Def)
 	if err != nil {
-		return err
+		return ioError{err}
 	}
 	if fe != nil {
 		return fmt.Errorf("its table cannot be served now: %s", fe.body())
@@ -421,8 +426,19 @@ func (srv *Server) load(ctx context.Context, dir string) error {
 		return err
 	}
 	if err := srv.subscribe(ctx, s); err != nil {
+		var re refusalError
+		if !errors.As(err, &re) {
+			return ioError{err}
+		}
 		return err
 	}
 	srv.register(s)
 	return nil
 }
+
+// ioError is a failure to ask the database or the engine, as opposed to
+// an answer that the shape cannot be served.
+type ioError struct{ err error }
+
+func (e ioError) Error() string { return e.err.Error() }
+func (e ioError) Unwrap() error { return e.err }
