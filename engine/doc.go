@@ -1,7 +1,9 @@
 // Package engine keeps SQL query results fresh from PostgreSQL's change
 // stream.
 //
-// Glossary. The engine's words, each with the file that holds it:
+// # Glossary
+//
+// The engine's words, each with the file that holds it:
 //
 //   - view: the maintained result of one compiled plan, shared by every
 //     subscription whose plan has the same query.Plan.Key (core_view.go;
@@ -49,55 +51,119 @@
 //     it waits as viewRefilling, touching its touch-mode subscribers,
 //     until the read lands.
 //
-// The Core is a deterministic state machine in the style of etcd's raft:
-// method calls in (Subscribe, Unsubscribe, Apply a transaction fragment,
-// Advance, ReadDone), a Ready out (reads to run against PostgreSQL and
-// outputs for subscribers). It has no goroutines, no I/O and no clock, so
-// it is tested by driving it directly.
+// # The core and the runtime
 //
-// Views. Subscriptions whose plans have the same query.Plan.Key share one
-// view. A view holds the rows of its result (a window holds
+// The Core is a deterministic state machine in the style of etcd's raft
+// RawNode: method calls in (Subscribe, Unsubscribe, Apply a transaction
+// fragment, Advance, ReadDone, CheckCatalog), a Ready out (reads to run
+// against PostgreSQL and outputs for subscribers). Its methods are its only
+// inputs: a read's rows come back through ReadDone in a ReadResult, and a
+// failed read arrives already classified (ReadFailure: a code, a reason and
+// a retryable flag), so the core decides nothing about errors. It has no
+// goroutines, no I/O and no clock (TestCoreImports fails on a core file
+// that imports context, time, sync, net, os, io, log, database or pgx), so
+// it is tested by driving it directly: ExampleCore shows the calls.
+//
+// The Engine is the runtime around it: one goroutine owns the Core, feeds
+// it the change stream, runs its reads on a pool of their own (a
+// REPEATABLE READ transaction per read, decoded by engine_hydrate.go and
+// engine_slab.go), classifies a failed read by its error's type and
+// SQLSTATE (engine_codes.go), and hands outputs to each subscription's
+// Sink. Files say which side they are on: core*.go are the core (core.go
+// its API, core_subscribe.go views and subscriptions, core_apply.go
+// applying transactions, core_land.go landing reads), engine*.go the
+// runtime; tests follow the same prefixes.
+//
+// # Views
+//
+// Subscriptions whose plans have the same query.Plan.Key share one view.
+// A view holds the rows of its result (a window holds
 // OFFSET+LIMIT+WindowMargin rows, a join every row of each source that
 // satisfies that source's own constraints). Rows are stored once per
-// (table, primary key) however many views hold them, each encoded in one
+// (table, row key) however many views hold them, each encoded in one
 // string (a tag and an exact payload per column: no interface or box per
 // value) and decoded into change's typed forms when a result is built;
 // encodings compare by text identity, as the engine compares values.
 //
-// Routing. Each view source registers under one constraint of its source
-// (equality/IN by value in a hash index, ranges in an interval index,
-// NOT IN by exclusion) or in its table's unconstrained list (core_route.go;
-// a join's sources each register, under their own constraints and those
-// the ON equalities carry to them); a changed row
-// is matched by its new values through those indexes and by the views
-// already holding its old version, so the cost of a change grows with the
-// views it can affect, not with the views registered.
+// # Routing
 //
-// Transactions. Changes are accumulated per transaction; on its Last
-// fragment every affected view compares its rows with the state before the
-// transaction and emits one delta: primary key changes, rows moving in and
-// out of a filter and rows touched many times come out as their net
-// effect.
+// Each view source registers under one constraint of its source
+// (equality/IN by value in a hash index, ranges in an interval index, NOT
+// IN by exclusion) or in its table's unconstrained list (core_route.go; a
+// join's sources each register, under their own constraints and those the
+// ON equalities carry to them); a changed row is matched by its new values
+// through those indexes and by the views already holding its old version,
+// so the cost of a change grows with the views it can affect, not with
+// the views registered.
 //
-// Hydration. A new view asks for a read. From that moment the core buffers
-// the transactions touching the view's tables; when the read lands and the
-// stream has passed the read's snapshot LSN, the buffered transactions not
-// visible in the snapshot are applied to the read's rows and the view goes
-// live.
+// # Transactions
 //
-// Schema changes. A view is compiled against one shape of each table (its
-// OID, the columns it names with their types and attnums, its row key). The
-// stream's Relation messages, every read (which locks its tables before its
-// snapshot and checks its result's description against the plan) and a
-// periodic catalog check by OID (Engine.CheckCatalog: the only way to see
-// a DROP TABLE) end the views a change breaks, with a Code
-// (CodeTableDropped, CodeSchemaChanged) and a reason. Rows are keyed by the
-// table's replica identity (query.Table.RowKey): the primary key, or the
-// index of REPLICA IDENTITY USING INDEX.
+// The changes of a transaction go into the overlay as they come; on its
+// Last fragment every view it touched settles: it compares its rows with
+// the state before the transaction and emits one delta, so primary key
+// changes, rows moving in and out of a filter and rows touched many times
+// come out as their net effect (core_apply.go).
 //
-// Touch mode. Every committed transaction that changes a result is
-// touched at its own commit LSN (for an ordered result, which rows tie on
-// ORDER BY is part of it: what PostgreSQL may answer changes with it); a view waiting for a read touches for
-// every transaction that changes a row of its tables, so a touch may come
-// for a transaction that changed nothing, never late.
+// # Hydration
+//
+// A new view asks for a read. From that moment the core logs the
+// transactions it applies; when the read is done and the stream has
+// passed its snapshot's LSN, the read lands: the logged transactions not
+// visible in the snapshot are replayed onto the read's rows and the view
+// goes live (core_land.go). A window whose margin runs out refills, and a
+// view that lacks a value it needs re-hydrates, the same way.
+//
+// # Joins
+//
+// A join view holds each source's rows, indexed by its join columns, and
+// its result by root row; a transaction recomputes the results of the
+// root rows it can reach (core_join.go). A join view holds at most the
+// row limit of joined rows.
+//
+// # Schema changes
+//
+// A view is compiled against one shape of each table (its OID, the
+// columns it names with their types and attnums, its row key). The
+// stream's Relation messages, every read (which locks its tables before
+// its snapshot and checks its result's description against the plan) and
+// a periodic catalog check by OID (Engine.CheckCatalog: the only way to
+// see a DROP TABLE) end the views a change breaks, with a Code
+// (CodeTableDropped, CodeSchemaChanged) and a reason (core_schema.go,
+// engine_catalog.go). Rows are keyed by the table's replica identity
+// (query.Table.RowKey): the primary key, or the index of REPLICA IDENTITY
+// USING INDEX.
+//
+// # Touch mode
+//
+// Every committed transaction that changes a result is touched at its own
+// commit LSN (for an ordered result, which rows tie on ORDER BY is part of
+// it: what PostgreSQL may answer changes with it); a view waiting for a
+// read touches for every transaction that changes a row of its tables, so
+// a touch may come for a transaction that changed nothing, never late.
+//
+// # Positions
+//
+// Core.Position is the last commit applied (or Advance); Core.Passed is
+// the position every subscriber's result is exact at, what the engine
+// acknowledges to the slot and what lag frames vouch for: a view
+// re-reading its result holds it back to just before the commit that made
+// it re-read, until the read's delta is out.
+//
+// # When the core panics
+//
+// The runtime runs every core call under recover (engine_recover.go): a
+// panic ends every subscription (internal, retryable), discards the core
+// and starts an empty one at the engine's position; the query whose call
+// panicked is refused from then on.
+//
+// # Testing the core
+//
+// The core's tests (core_*_test.go) need no PostgreSQL: go test -run Core
+// passes on a machine without it. Its behaviour scripts under
+// testdata/core/ hold commands and their expected outputs together, in
+// the style of raft's datadriven tests (TestCoreScripts; regenerate with
+// -rewrite); a harness keeps its own model of the tables and checks every
+// output against it. The runtime's tests (engine_*_test.go) run against a
+// throwaway PostgreSQL cluster, and TestDifferential compares every
+// result with PostgreSQL's own answer.
 package engine

@@ -14,7 +14,7 @@
 //
 // A Decoder is driven by one goroutine:
 //
-//	d := pgwal.NewDecoder(pgwal.DecoderOptions{ProtoVersion: 2, HeartbeatPrefix: "freshet_hb"})
+//	d := pgwal.NewDecoder(pgwal.DecoderOptions{ProtoVersion: 2, HeartbeatPrefix: pgwal.HeartbeatPrefix(slot)})
 //	defer d.Close()
 //	for each XLogData x {
 //		if err := d.Decode(x.WALData, x.WALStart); err != nil { ... }

@@ -1,4 +1,7 @@
-// Package rctest starts a real `freshet serve` for the read cache's tests:
-// the binary is built once per test process and run against a pgtest
-// database.
+// Package rctest is the read cache's test kit, shared by readcache/stdlib
+// and readcache/pgxcache: Start runs a real `freshet serve` on a pgtest
+// database through internal/servetest (which builds cmd/freshet once per
+// test process and gives the server a slot of its own), WarmHit reads
+// until a cache serves a read itself, and Measure runs a benchmark's reads
+// from many goroutines and reports their latency percentiles.
 package rctest
