@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -29,6 +30,19 @@ CREATE TABLE canary (id int4 PRIMARY KEY, v int4);`, Config{RowLimit: limit})
 
 	start := time.Now()
 	_, big := r.subscribe(`SELECT COUNT(*) FROM items a JOIN items b ON b.grp = a.grp JOIN items c ON c.grp = b.grp JOIN items d ON d.grp = c.grp`)
+	// Unbounded, the join's entries pass a gigabyte within seconds.
+	const heapBound = 1 << 30
+	waitFor(t, 60*time.Second, 10*time.Millisecond, func() error {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if ms.HeapAlloc > heapBound {
+			t.Fatalf("the heap passed %d MiB while the join was built", heapBound>>20)
+		}
+		if st, _ := big.state(); st == 0 {
+			return fmt.Errorf("no answer yet")
+		}
+		return nil
+	})
 	waitEnding(t, big, OutputRefused, CodeRowLimit)
 	t.Logf("the 128-million-row join was refused row_limit after %v", time.Since(start))
 
