@@ -15,8 +15,9 @@ func TestEngineExpressions(t *testing.T) {
 	r := newRig(t, itemsDDL+`
 CREATE TABLE tags (id int PRIMARY KEY, item int, label text);
 INSERT INTO tags SELECT g, g % 7, 'Tag' || g FROM generate_series(1, 12) g;
-CREATE TABLE events (id int PRIMARY KEY, at timestamptz, d date);
-INSERT INTO events SELECT g, '2024-01-01 00:00:00+00'::timestamptz + g * interval '37 hours', '2024-01-01'::date + g * 3 FROM generate_series(1, 30) g;`, Config{})
+CREATE TABLE events (id int PRIMARY KEY, at timestamptz, d date, tags text[]);
+INSERT INTO events SELECT g, '2024-01-01 00:00:00+00'::timestamptz + g * interval '37 hours', '2024-01-01'::date + g * 3,
+  CASE g % 4 WHEN 0 THEN '{x}'::text[] WHEN 1 THEN '{x,y}' WHEN 2 THEN '{}' END FROM generate_series(1, 30) g;`, Config{})
 	const (
 		plain = `SELECT id, qty * 2 + 1 AS q2, upper(name) AS n, CASE WHEN qty > 5 THEN 'big' ELSE 'small' END AS size,
   COALESCE(name, '-') || ':' || qty AS label, qty::numeric / 3 AS third, substr(name, 2, 3) AS mid
@@ -30,7 +31,9 @@ INSERT INTO events SELECT g, '2024-01-01 00:00:00+00'::timestamptz + g * interva
 	_, w := r.subscribe(window)
 	_, j := r.subscribe(join)
 	_, dt := r.subscribe(dates)
-	waitAccepted(t, p, w, j, dt)
+	const arrays = `SELECT id, cardinality(tags) AS n, array_length(tags, 1) AS l FROM events WHERE tags @> '{x}' OR 'y' = ANY(tags) OR tags && ARRAY['z']`
+	_, ar := r.subscribe(arrays)
+	waitAccepted(t, p, w, j, dt, ar)
 	r.check(dt, dates, false)
 	r.check(p, plain, false)
 
@@ -44,7 +47,9 @@ INSERT INTO events SELECT g, '2024-01-01 00:00:00+00'::timestamptz + g * interva
 	r.exec("BEGIN; UPDATE items SET qty = 20 WHERE id = 1; UPDATE items SET qty = 0 WHERE id = 1; COMMIT")
 	r.exec("UPDATE events SET at = at + interval '20 days' WHERE id % 4 = 0")
 	r.exec("UPDATE events SET d = NULL, at = '2024-01-31 23:59:59.999999+00' WHERE id = 25")
-	r.exec("INSERT INTO events VALUES (100, 'infinity', 'infinity'), (101, '2024-01-15 12:00:00+00', '0044-03-15 BC')")
+	r.exec("INSERT INTO events VALUES (100, 'infinity', 'infinity', '{z,NULL}'), (101, '2024-01-15 12:00:00+00', '0044-03-15 BC', '{y,y}')")
+	r.exec("UPDATE events SET tags = '{}' WHERE id IN (1, 5)")
+	r.exec("UPDATE events SET tags = '{{x,q},{r,s}}' WHERE id = 2")
 	r.quiesce(30 * time.Second)
 
 	r.check(p, plain, false)
@@ -52,6 +57,7 @@ INSERT INTO events SELECT g, '2024-01-01 00:00:00+00'::timestamptz + g * interva
   ORDER BY qty * -1, name DESC LIMIT 4 OFFSET 1`, true)
 	r.check(j, join, false)
 	r.check(dt, dates, false)
+	r.check(ar, arrays, false)
 }
 
 // A row that makes PostgreSQL raise an error (division by zero, integer

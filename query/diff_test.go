@@ -53,7 +53,8 @@ var diffColumns = []diffColumn{
 	{"iv", "interval", []string{"1 mon", "30 days", "720:00:00", "1 day", "24:00:00", "-1 days", "1 year", "00:00:00", "1 mon -1 days", "29 days 24:00:00"}},
 	{"e", "mood", []string{"sad", "ok", "happy"}},
 	{"js", "jsonb", []string{`{}`, `[1, 2]`, `null`}},
-	{"ar", "integer[]", []string{`{}`, `{1,NULL}`, `{{1,2},{3,4}}`}},
+	{"ar", "integer[]", []string{`{}`, `{1,NULL}`, `{{1,2},{3,4}}`, `{1,2,7}`, `{2}`, `{NULL}`, `{7,1}`, `{-2147483648,0}`}},
+	{"tar", "text[]", []string{`{}`, `{a,b}`, `{A,NULL}`, `{"a b",c}`, `{É}`, `{"a ",ab}`}},
 }
 
 func diffColumnByName(name string) diffColumn {

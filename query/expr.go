@@ -22,6 +22,8 @@ const (
 	opIn                     // l [NOT] IN set (negate: NOT IN)
 	opAnyAll                 // l cmp ANY/ALL (list)
 	opLike                   // l [NOT] LIKE/ILIKE pattern (negate: NOT)
+	opArray                  // l @> r, l <@ r, l && r on arrays (arr), l and r expressions
+	opAnyArray               // l cmp ANY/ALL (r), r an array-valued expression
 )
 
 // cmpOp is a comparison operator.
@@ -170,6 +172,9 @@ type expr struct {
 	null   bool                // opIn: the list holds a NULL
 	like   *likeMatcher
 	raises bool // evaluating it can raise: AND and OR evaluate every part
+	// opArray, opAnyArray: the operation and the arrays' element type.
+	arr     arrayKind
+	elemOID uint32
 }
 
 // markRaises sets raises on e and the nodes under it and returns it.
@@ -338,6 +343,10 @@ func (e *expr) eval(row Row) Tri {
 			}
 		}
 		return res
+	case opArray:
+		return e.evalArray(row)
+	case opAnyArray:
+		return e.evalAnyArray(row)
 	case opLike:
 		// LIKE sees a bpchar with its padding: no trimming here.
 		if e.l.sx != nil {

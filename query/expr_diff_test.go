@@ -31,7 +31,7 @@ func (g *exprGen) num(d int) string {
 		}
 		return g.pick("i2", "i4", "i8", "n", "f8", "f4", "i4", "i8", "n")
 	}
-	switch g.rng.Intn(15) {
+	switch g.rng.Intn(16) {
 	case 0, 1, 2, 3:
 		return fmt.Sprintf("(%s %s %s)", g.num(d-1), g.pick("+", "-", "*", "/", "%", "+", "-", "*"), g.num(d-1))
 	case 4:
@@ -57,6 +57,9 @@ func (g *exprGen) num(d int) string {
 			return fmt.Sprintf("extract(%s from %s)", g.unit(), g.timestamp(d-1))
 		}
 		return fmt.Sprintf("date_part('%s', %s)", g.unit(), g.timestamp(d-1))
+	case 14:
+		return g.pick("array_length(ar, 1)", "array_length(ar, 2)", "array_length(tar, 1)", "cardinality(ar)", "cardinality(tar)",
+			"array_length(ar, i2)", "array_length(ar, 0)", "cardinality('{}'::int4[])")
 	}
 	return fmt.Sprintf("(%s %s %s)", g.num(d-1), g.pick("+", "*", "/"), g.pick("i4", "n", "f8", "i2"))
 }
@@ -117,7 +120,7 @@ func (g *exprGen) text(d int) string {
 }
 
 func (g *exprGen) cond(d int) string {
-	switch g.rng.Intn(8) {
+	switch g.rng.Intn(9) {
 	case 0:
 		return fmt.Sprintf("starts_with(%s, %s)", g.text(d), g.pick("'a'", "''", "'É'", "t"))
 	case 1:
@@ -130,8 +133,29 @@ func (g *exprGen) cond(d int) string {
 		return fmt.Sprintf("%s IN (%s, %s)", g.num(d), g.num(0), g.num(0))
 	case 5:
 		return g.pick("bo", "NOT bo", "bo IS NOT TRUE")
+	case 6:
+		return g.arrayCond(d)
 	}
 	return fmt.Sprintf("%s %s %s", g.num(d), g.pick("=", "<>", "<", "<=", ">", ">="), g.num(d))
+}
+
+// arrayCond draws a condition on the array columns.
+func (g *exprGen) arrayCond(d int) string {
+	intArr := g.pick("ar", "ar", "'{1,7}'", "'{}'::int4[]", "ARRAY[2, 7]", "'{NULL,2}'::integer[]", "NULL::int4[]")
+	textArr := g.pick("tar", "tar", "'{a}'", "ARRAY['a', 'b']", "'{NULL}'::text[]", "ARRAY['É']")
+	switch g.rng.Intn(6) {
+	case 0:
+		return fmt.Sprintf("ar %s %s", g.pick("@>", "<@", "&&"), intArr)
+	case 1:
+		return fmt.Sprintf("%s %s ar", intArr, g.pick("@>", "<@", "&&"))
+	case 2:
+		return fmt.Sprintf("tar %s %s", g.pick("@>", "<@", "&&"), textArr)
+	case 3:
+		return fmt.Sprintf("%s %s %s(ar)", g.pick("i4", "i2", "i8", "n", "f8", "1", "7", "NULL::int4", g.num(d)), g.pick(ops...), g.pick("ANY", "ALL"))
+	case 4:
+		return fmt.Sprintf("%s %s %s(tar)", g.pick("t", "v", "tc", "'a'", "lower(t)"), g.pick("=", "<>", "<", ">="), g.pick("ANY", "ALL"))
+	}
+	return fmt.Sprintf("NOT (ar %s ar)", g.pick("@>", "&&"))
 }
 
 // unit is a unit of date_trunc, extract or date_part, as people write

@@ -29,7 +29,7 @@ func (c *compiler) function(f *pg.FuncCall, n *pg.Node) (*scalar, error) {
 	}
 	lname := strings.ToLower(name)
 	switch lname {
-	case "date_trunc", "date_part", "extract":
+	case "date_trunc", "date_part", "extract", "array_length", "cardinality":
 		var args []*scalar
 		for _, a := range f.Args {
 			s, err := c.sexpr(a)
@@ -37,6 +37,9 @@ func (c *compiler) function(f *pg.FuncCall, n *pg.Node) (*scalar, error) {
 				return nil, err
 			}
 			args = append(args, s)
+		}
+		if lname == "array_length" || lname == "cardinality" {
+			return c.arrayFunc(lname, f, args)
 		}
 		return c.dateFunc(lname, f, args)
 	}

@@ -767,6 +767,9 @@ func (c *compiler) aexpr(a *pg.A_Expr, n *pg.Node) (*expr, error) {
 		case "~~", "!~~", "~~*", "!~~*":
 			return c.like(a, strings.HasPrefix(name, "!"), strings.HasSuffix(name, "*"))
 		}
+		if kind, ok := arrayOps[name]; ok && a.Lexpr != nil {
+			return c.arrayOp(a, kind, name)
+		}
 		return nil, c.unsupported(n, "in WHERE")
 	case pg.A_Expr_Kind_AEXPR_LIKE, pg.A_Expr_Kind_AEXPR_ILIKE:
 		return c.like(a, name == "!~~" || name == "!~~*", a.Kind == pg.A_Expr_Kind_AEXPR_ILIKE)
@@ -791,6 +794,9 @@ func (c *compiler) aexpr(a *pg.A_Expr, n *pg.Node) (*expr, error) {
 		op, ok := cmpOps[name]
 		if !ok {
 			return nil, refusalAt(a.Location, CodeOperator, "operator %s with ANY/ALL is not supported", name)
+		}
+		if !constTree(a.Rexpr) && a.Rexpr.GetAArrayExpr() == nil {
+			return c.anyArrayExpr(a, op, a.Kind == pg.A_Expr_Kind_AEXPR_OP_ANY)
 		}
 		return c.anyAll(a, op, a.Kind == pg.A_Expr_Kind_AEXPR_OP_ANY)
 	case pg.A_Expr_Kind_AEXPR_BETWEEN, pg.A_Expr_Kind_AEXPR_NOT_BETWEEN, pg.A_Expr_Kind_AEXPR_BETWEEN_SYM, pg.A_Expr_Kind_AEXPR_NOT_BETWEEN_SYM:

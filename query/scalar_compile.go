@@ -86,7 +86,7 @@ func (c *compiler) sexpr(n *pg.Node) (*scalar, error) {
 			}
 			if _, ok := cmpOps[name]; !ok {
 				switch name {
-				case "~~", "!~~", "~~*", "!~~*":
+				case "~~", "!~~", "~~*", "!~~*", "@>", "<@", "&&":
 				default:
 					return nil, c.unsupported(n, "in an expression")
 				}
@@ -106,6 +106,8 @@ func (c *compiler) sexpr(n *pg.Node) (*scalar, error) {
 		return c.coalesce(x.CoalesceExpr)
 	case *pg.Node_MinMaxExpr:
 		return c.extreme(x.MinMaxExpr)
+	case *pg.Node_AArrayExpr:
+		return c.arrayConstructor(x.AArrayExpr)
 	}
 	return nil, c.unsupported(n, "in an expression")
 }

@@ -23,3 +23,28 @@ func TestOrderOutput(t *testing.T) {
 		}
 	}
 }
+
+// Plans of one query with different array binds have different Keys:
+// a view is shared only by subscriptions with the same result.
+func TestArrayBindKeys(t *testing.T) {
+	_, cat := testDB(t)
+	opts := DefaultOptions()
+	opts.Catalog = cat
+	key := func(arr string) string {
+		p, r, err := Compile(context.Background(), "SELECT id FROM users WHERE tags @> $1 AND age = ANY($2::int[])",
+			[]Bind{{OID: 1009, Data: []byte(arr)}, {Data: []byte("{1,2}")}}, opts)
+		if err != nil || r != nil {
+			t.Fatalf("compile: %v %v", err, r)
+		}
+		return p.Key
+	}
+	if key("{api}") == key("{bug}") {
+		t.Errorf("'{api}' and '{bug}' give one Key")
+	}
+	if key("{a,b}") == key("{a,NULL}") || key("{}") == key("{NULL}") {
+		t.Errorf("arrays differing by a NULL give one Key")
+	}
+	if key("{a}") != key("{a}") {
+		t.Errorf("one array gives two Keys")
+	}
+}

@@ -509,6 +509,23 @@ func AppendKey(dst []byte, typeOID uint32, v any) []byte {
 		switch x := v.(type) {
 		case change.JSON:
 			return append(append(dst, 'j'), x...)
+		case change.Array:
+			// Dimensions, then each element's key: arrays that differ in
+			// any element key differently (plans keyed by an array
+			// bind must not share a view).
+			dst = append(dst, 'a')
+			dst = binary.BigEndian.AppendUint32(dst, uint32(len(x.Dims)))
+			for _, d := range x.Dims {
+				dst = binary.BigEndian.AppendUint32(dst, uint32(d.Len))
+				dst = binary.BigEndian.AppendUint32(dst, uint32(d.Lower))
+			}
+			elem := arrayElem[typeOID]
+			for _, e := range x.Elems {
+				k := AppendKey(nil, elem, e)
+				dst = binary.BigEndian.AppendUint32(dst, uint32(len(k)))
+				dst = append(dst, k...)
+			}
+			return dst
 		}
 		return append(dst, '?')
 	}
