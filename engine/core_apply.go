@@ -72,6 +72,10 @@ func (s *state) current(tb *table, key string) []any {
 	return nil
 }
 
+// setOverlay records in the overlay that the transaction left row key of
+// tb as after (nil: deleted), remembering on its first change the row as
+// held before the transaction; overlay rows are reused across
+// transactions (freeOverlayRows).
 func (s *state) setOverlay(tb *table, key string, after []any) {
 	k := rowRef{tb.oid, key}
 	changed := s.overlay[k]

@@ -51,6 +51,9 @@ type srcPred struct {
 	keys map[string]bool
 }
 
+// initJoin gives a new join view its bookkeeping: the result indexes by
+// root and by source row, the compiled source constraints, and for each
+// source the columns later sources join on (indexed in byCol).
 func (s *state) initJoin(v *view) {
 	n := len(v.srcs)
 	js := &joinState{
@@ -169,6 +172,8 @@ func parentKey(v *view, vs *viewSource, q query.Row) (string, bool) {
 	return string(b), true
 }
 
+// colKey encodes a source row's value of column c (of its Columns) for
+// the byCol index (ok false if NULL or unknown).
 func colKey(vs *viewSource, c int, vals []any) (string, bool) {
 	x := valAt(vals, vs.col[c])
 	if x == nil || isUnloaded(x) {
@@ -177,6 +182,7 @@ func colKey(vs *viewSource, c int, vals []any) (string, bool) {
 	return string(query.AppendKey(nil, vs.src.Columns[c].TypeOID, x)), true
 }
 
+// addIdx files h (row key pk) under k in a two-level row index.
 func addIdx(m map[string]map[string]*heldRow, k, pk string, h *heldRow) {
 	inner := m[k]
 	if inner == nil {
@@ -186,6 +192,7 @@ func addIdx(m map[string]map[string]*heldRow, k, pk string, h *heldRow) {
 	inner[pk] = h
 }
 
+// delIdx removes row pk from under k in a two-level row index.
 func delIdx(m map[string]map[string]*heldRow, k, pk string) {
 	if inner := m[k]; inner != nil {
 		delete(inner, pk)
@@ -226,6 +233,8 @@ func (v *view) unhold(vs *viewSource, pk string, vals []any) {
 	}
 }
 
+// nullKey is the key part of a source a LEFT JOIN null-extends: NULL for
+// each of its key columns.
 func nullKey(vs *viewSource) string {
 	return strings.Repeat(string(query.AppendKey(nil, 0, nil)), vs.src.KeyN)
 }
@@ -334,6 +343,8 @@ func (v *view) rootsOf(i int, pk string, vals []any, roots map[string]struct{}, 
 	}
 }
 
+// addEntry adds a joined result row of root rootKey to the result and its
+// indexes (by root, and by each source row it contains).
 func (v *view) addEntry(rootKey string, e *entry) {
 	js := v.js
 	m := js.byRoot[rootKey]
@@ -357,6 +368,7 @@ func (v *view) addEntry(rootKey string, e *entry) {
 	v.insert(e)
 }
 
+// dropEntry removes a joined result row from the result and its indexes.
 func (v *view) dropEntry(rootKey string, e *entry) {
 	js := v.js
 	if m := js.byRoot[rootKey]; m != nil {
@@ -399,6 +411,8 @@ func (s *state) touchJoin(vs *viewSource, keys ...string) {
 	}
 }
 
+// truncateJoin touches every row a join source holds: a TRUNCATE of its
+// table deletes them all.
 func (s *state) truncateJoin(vs *viewSource) {
 	for k := range vs.rows {
 		s.touchJoin(vs, k)
@@ -506,6 +520,8 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 	s.emit(v, d, lsn)
 }
 
+// clearTouched forgets the rows a transaction touched (the view is
+// re-reading instead of settling them).
 func clearTouched(js *joinState) {
 	for _, t := range js.touched {
 		clear(t)

@@ -87,6 +87,8 @@ type table struct {
 	encBuf  []byte           // encode's scratch
 }
 
+// newTable returns the core's state for t: its layout starts as t's
+// columns, with the row key's slots noted.
 func newTable(t *query.Table) *table {
 	tb := &table{
 		oid:     t.OID,
@@ -256,6 +258,7 @@ func (tb *table) decodeRow(rel *change.Relation, row change.Row, fill []any, typ
 	return vals, ok
 }
 
+// isKey reports whether slot holds a column of the row key.
 func (tb *table) isKey(slot int) bool {
 	for _, k := range tb.key {
 		if k == slot {

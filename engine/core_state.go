@@ -94,6 +94,7 @@ type overlayRow struct {
 	h      *heldRow // the row object that holds it once committed
 }
 
+// newState returns an empty state.
 func newState(opts CoreOptions) *state {
 	s := &state{
 		opts:    opts,
@@ -107,12 +108,14 @@ func newState(opts CoreOptions) *state {
 	return s
 }
 
+// ready returns, and forgets, the reads and outputs produced so far.
 func (s *state) ready() Ready {
 	r := s.out
 	s.out = Ready{}
 	return r
 }
 
+// stats counts the views, subscriptions, held rows and pending reads.
 func (s *state) stats() Stats {
 	st := Stats{Views: len(s.views), Subs: len(s.subs), PendingReads: len(s.reads)}
 	for _, tb := range s.tables {
@@ -121,6 +124,7 @@ func (s *state) stats() Stats {
 	return st
 }
 
+// cmpU64 compares two integers for slices.SortFunc.
 func cmpU64(a, b uint64) int {
 	switch {
 	case a < b:
@@ -131,8 +135,11 @@ func cmpU64(a, b uint64) int {
 	return 0
 }
 
+// keepingLog reports whether committed transactions are logged: while a
+// read is pending, it may have to replay them when it lands.
 func (s *state) keepingLog() bool { return len(s.reads) > 0 }
 
+// cmpStr compares two strings for slices.SortFunc.
 func cmpStr(a, b string) int {
 	switch {
 	case a < b:

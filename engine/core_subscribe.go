@@ -7,6 +7,7 @@ import (
 	"github.com/freshetdb/freshet/query"
 )
 
+// refuse outputs a refusal of subscription id.
 func (s *state) refuse(id SubID, code query.Code, reason string, retryable bool) {
 	s.out.Outputs = append(s.out.Outputs, Output{Sub: id, Kind: OutputRefused, Code: code, Reason: reason, Retryable: retryable})
 }
@@ -101,6 +102,7 @@ func (s *state) askRead(v *view) {
 	})
 }
 
+// allSources lists the source indexes 0..n-1 (a read of the whole query).
 func allSources(n int) []int {
 	s := make([]int, n)
 	for i := range s {
@@ -183,6 +185,9 @@ func (s *state) release(tb *table, k string, h *heldRow, vs *viewSource) {
 	}
 }
 
+// releaseResult drops a single-table view's holds on the rows of rs (a
+// join view holds its rows per source, released by killView and
+// landJoin).
 func (s *state) releaseResult(v *view, rs *resultSet) {
 	if v.isJoin() {
 		return

@@ -141,6 +141,8 @@ type resultSet struct {
 	bound query.Row
 }
 
+// newResultSet returns an empty result for plan: ordered for ORDER BY,
+// LIMIT or OFFSET, a window cut at OFFSET+LIMIT+margin rows for LIMIT.
 func newResultSet(plan *query.Plan, margin int) resultSet {
 	rs := resultSet{plan: plan, result: make(map[string]*entry), complete: true}
 	if !plan.Count {
@@ -216,6 +218,8 @@ func loaded(q query.Row) bool {
 	return true
 }
 
+// visible returns the part of an ordered result subscribers see: after
+// OFFSET, up to LIMIT rows (nil for an unordered result).
 func (rs *resultSet) visible() []*entry {
 	if !rs.ordered {
 		return nil
@@ -332,6 +336,7 @@ func (v *view) queryRow(e *entry) query.Row {
 	return query.Row{e.row.pick(v.srcs[0].col)}
 }
 
+// resultRow projects an entry to the row subscribers are sent.
 func (v *view) resultRow(e *entry) ResultRow {
 	return ResultRow{Key: Key(e.key), Values: v.plan.Project(v.queryRow(e))}
 }
