@@ -357,3 +357,42 @@ func TestBenchFanOut(t *testing.T) {
 }
 
 var _ = engine.ModeRows
+
+// TestBenchEngineOnly: the engine's part of TestBenchManyShapes, the same
+// subscriptions with a sink that drops everything, so that the shape
+// layer's own bytes per shape are the difference.
+func TestBenchEngineOnly(t *testing.T) {
+	benchOnly(t)
+	n := 10_000
+	if s := os.Getenv("SHAPE_BENCH_SHAPES"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	e := newEnv(t, fmt.Sprintf(`CREATE TABLE kv (id int PRIMARY KEY, k int, v int); CREATE INDEX ON kv (k);
+		INSERT INTO kv SELECT i, i, 0 FROM generate_series(1, %d) i`, n), nil)
+	ctx := context.Background()
+	runtime.GC()
+	var m0 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	sink := &countSink{}
+	for i := 0; i < n; i++ {
+		_, ref, err := e.eng.Subscribe(ctx, `SELECT "id", "k", "v" FROM "public"."kv" WHERE (k = `+strconv.Itoa(i+1)+`)`, nil, engine.ModeRows, sink)
+		if err != nil || ref != nil {
+			t.Fatal(err, ref)
+		}
+	}
+	eventually(t, 5*time.Minute, func() string {
+		st, _ := e.eng.Stats(ctx)
+		if st.PendingReads > 0 || st.Subs < n {
+			return fmt.Sprintf("%+v", st.Stats)
+		}
+		return ""
+	})
+	runtime.GC()
+	var m1 runtime.MemStats
+	runtime.ReadMemStats(&m1)
+	t.Logf("engine only: %d subscriptions `k = const` of one row each: %.0f B per subscription", n, float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/float64(n))
+}
+
+type countSink struct{ n int }
+
+func (c *countSink) Send(engine.Output) { c.n++ }

@@ -355,7 +355,7 @@ func (srv *Server) serveNow(w http.ResponseWriter, s *Shape, handle string) {
 	h := w.Header()
 	h.Set("electric-handle", handle)
 	h.Set("electric-offset", latest.String())
-	h.Set("electric-schema", s.schema)
+	h.Set("electric-schema", s.lay.schema)
 	h.Set("electric-up-to-date", "")
 	h.Set("electric-has-data", "false")
 	h.Set("cache-control", "public, max-age="+strconv.Itoa(srv.cfg.MaxAge)+", stale-while-revalidate="+strconv.Itoa(srv.cfg.StaleAge))
@@ -470,7 +470,7 @@ func (srv *Server) writeLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 	if req.live {
 		h.Set("electric-cursor", srv.nextCursor(req.cursor))
 	} else {
-		h.Set("electric-schema", s.schema)
+		h.Set("electric-schema", s.lay.schema)
 	}
 	upToDate := res.upToDate && !req.offset.Before
 	if upToDate {

@@ -33,6 +33,7 @@ type Server struct {
 	mu       sync.Mutex
 	byHandle map[string]*Shape
 	byDef    map[string]*Shape
+	layouts  map[string]*layout // never shrinks: one per table and column list served
 
 	dirtyMu  sync.Mutex
 	dirtySet map[*Shape]struct{}
@@ -55,7 +56,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	srv := &Server{cfg: cfg, log: log, render: renderer{types: cfg.Types}, ctx: sctx, cancel: cancel,
-		byHandle: map[string]*Shape{}, byDef: map[string]*Shape{}, dirtySet: map[*Shape]struct{}{}, dirtyCh: make(chan struct{}, 1)}
+		byHandle: map[string]*Shape{}, byDef: map[string]*Shape{}, layouts: map[string]*layout{}, dirtySet: map[*Shape]struct{}{}, dirtyCh: make(chan struct{}, 1)}
 	srv.wg.Add(2)
 	go srv.writer()
 	go srv.reaper()
@@ -219,7 +220,7 @@ func (srv *Server) resubscribe(s *Shape) {
 		// subscription whose table changed shape): the same columns with
 		// the same types, or the shape is out of scope.
 		ti, fe, err := srv.describe(srv.ctx, s.def)
-		if err == nil && fe == nil && schemaHeader(ti.cols) != s.schema {
+		if err == nil && fe == nil && schemaHeader(ti.cols) != s.lay.schema {
 			err = errors.New("its table's columns changed")
 		} else if err == nil && fe != nil {
 			err = errors.New(string(fe.body()))
@@ -237,7 +238,7 @@ func (srv *Server) resubscribe(s *Shape) {
 
 // subscribe registers s's query with the engine.
 func (srv *Server) subscribe(ctx context.Context, s *Shape) error {
-	id, ref, err := srv.cfg.Engine.Subscribe(ctx, shapeSQL(s.def, s.cols), textBinds(s.def.Params), engine.ModeRows, s)
+	id, ref, err := srv.cfg.Engine.Subscribe(ctx, shapeSQL(s.def, s.lay.cols), textBinds(s.def.Params), engine.ModeRows, s)
 	if err != nil {
 		return fmt.Errorf("subscribe: %w", err)
 	}
@@ -334,27 +335,43 @@ func (srv *Server) getOrCreate(ctx context.Context, def definition) (*Shape, *fi
 }
 
 func (srv *Server) newShape(def definition, cols []column, handle string) *Shape {
-	s := &Shape{srv: srv, def: def, cols: cols, handles: []string{handle}, changed: make(chan struct{}), used: time.Now(),
+	return &Shape{srv: srv, def: def, lay: srv.layoutOf(def, cols), handles: []string{handle}, changed: make(chan struct{}), used: time.Now(),
 		dir: filepath.Join(srv.cfg.DataDir, handle), logName: "log-1"}
+}
+
+// layoutOf returns the layout for a table's columns, shared with every
+// shape that selects the same ones with the same types.
+func (srv *Server) layoutOf(def definition, cols []column) *layout {
+	schema := schemaHeader(cols)
+	key := def.Schema + "\x00" + def.Table + "\x00" + schema
+	for _, c := range cols {
+		key += "\x00" + c.name
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if l := srv.layouts[key]; l != nil {
+		return l
+	}
+	l := &layout{cols: cols, schema: schema}
 	for i, c := range cols {
 		if c.pkIndex >= 0 {
-			s.pk = append(s.pk, i)
+			l.pk = append(l.pk, i)
 		}
 	}
 	// Key order is the primary key's column order.
-	for i := 1; i < len(s.pk); i++ {
-		for j := i; j > 0 && cols[s.pk[j]].pkIndex < cols[s.pk[j-1]].pkIndex; j-- {
-			s.pk[j], s.pk[j-1] = s.pk[j-1], s.pk[j]
+	for i := 1; i < len(l.pk); i++ {
+		for j := i; j > 0 && cols[l.pk[j]].pkIndex < cols[l.pk[j-1]].pkIndex; j-- {
+			l.pk[j], l.pk[j-1] = l.pk[j-1], l.pk[j]
 		}
 	}
-	s.schema = schemaHeader(cols)
-	s.rel = appendJSONString(append([]byte{'['}, nil...), def.Schema)
-	s.rel = append(s.rel, ',')
-	s.rel = append(appendJSONString(s.rel, def.Table), ']')
-	s.keyPfx = appendKeyPart(nil, def.Schema)
-	s.keyPfx = append(s.keyPfx, '.')
-	s.keyPfx = appendKeyPart(s.keyPfx, def.Table)
-	return s
+	l.rel = appendJSONString([]byte{'['}, def.Schema)
+	l.rel = append(l.rel, ',')
+	l.rel = append(appendJSONString(l.rel, def.Table), ']')
+	l.keyPfx = appendKeyPart(nil, def.Schema)
+	l.keyPfx = append(l.keyPfx, '.')
+	l.keyPfx = appendKeyPart(l.keyPfx, def.Table)
+	srv.layouts[key] = l
+	return l
 }
 
 func (srv *Server) register(s *Shape) {
@@ -419,8 +436,8 @@ func (srv *Server) load(ctx context.Context, dir string) error {
 	}
 	s := srv.newShape(m.Def, ti.cols, m.Handles[0])
 	s.dir, s.handles = dir, m.Handles
-	if s.schema != m.Schema {
-		return fmt.Errorf("its table's columns changed (was %s, now %s)", m.Schema, s.schema)
+	if s.lay.schema != m.Schema {
+		return fmt.Errorf("its table's columns changed (was %s, now %s)", m.Schema, s.lay.schema)
 	}
 	if err := s.reload(); err != nil {
 		return err

@@ -55,15 +55,11 @@ type entry struct {
 // pending changes and made durable by the server's writer before any
 // request can see them.
 type Shape struct {
-	srv    *Server
-	ioMu   sync.Mutex // serializes the shape's file writes (flush, collect)
-	def    definition
-	dir    string
-	cols   []column
-	pk     []int // indexes into cols, in key order
-	schema string
-	rel    []byte // the relation header ["schema","table"]
-	keyPfx []byte // "schema"."table"
+	srv  *Server
+	ioMu sync.Mutex // serializes the shape's file writes (flush, collect)
+	def  definition
+	dir  string
+	lay  *layout // shared by the shapes of one table and column list
 
 	mu       sync.Mutex
 	handles  []string // the current one last
@@ -84,6 +80,16 @@ type Shape struct {
 	logName  string
 	logBytes int64
 	sinceGen int // changes since the newest generation
+}
+
+// layout is what shapes of one table and column list share: the columns,
+// the key, the electric-schema header, the relation and key prefix.
+type layout struct {
+	cols   []column
+	pk     []int // indexes into cols, in key order
+	schema string
+	rel    []byte // the relation header ["schema","table"]
+	keyPfx []byte // "schema"."table"
 }
 
 // snapJob is a generation waiting to be written.
@@ -128,12 +134,12 @@ func (s *Shape) Send(out engine.Output) {
 }
 
 func (s *Shape) rowOf(vals []any) (row, error) {
-	r := make(row, len(s.cols))
+	r := make(row, len(s.lay.cols))
 	for i, v := range vals {
 		if i >= len(r) || v == nil {
 			continue
 		}
-		t, err := s.srv.render.text(s.cols[i].typ, v)
+		t, err := s.srv.render.text(s.lay.cols[i].typ, v)
 		if err != nil {
 			return nil, err
 		}
@@ -144,8 +150,8 @@ func (s *Shape) rowOf(vals []any) (row, error) {
 
 // keyOf builds Electric's key: "schema"."table"/"pk1"/"pk2".
 func (s *Shape) keyOf(r row) string {
-	b := append([]byte(nil), s.keyPfx...)
-	for _, i := range s.pk {
+	b := append([]byte(nil), s.lay.keyPfx...)
+	for _, i := range s.lay.pk {
 		b = append(b, '/')
 		if !r[i].ok {
 			b = append(b, '_')
@@ -347,7 +353,7 @@ func (s *Shape) msgHead(key string, value, old []byte, opName string, xid uint32
 	m = append(m, `,"headers":{"operation":"`...)
 	m = append(m, opName...)
 	m = append(m, `","relation":`...)
-	m = append(m, s.rel...)
+	m = append(m, s.lay.rel...)
 	if xid != 0 {
 		m = append(m, `,"txids":[`...)
 		m = strconv.AppendUint(m, uint64(xid), 10)
@@ -361,7 +367,7 @@ func (s *Shape) msgHead(key string, value, old []byte, opName string, xid uint32
 func (s *Shape) appendValues(dst []byte, r row, pick func(i int) bool) []byte {
 	dst = append(dst, '{')
 	first := true
-	for i, c := range s.cols {
+	for i, c := range s.lay.cols {
 		if pick != nil && !pick(i) {
 			continue
 		}
@@ -380,7 +386,7 @@ func (s *Shape) appendValues(dst []byte, r row, pick func(i int) bool) []byte {
 	return append(dst, '}')
 }
 
-func (s *Shape) isPK(i int) bool { return s.cols[i].pkIndex >= 0 }
+func (s *Shape) isPK(i int) bool { return s.lay.cols[i].pkIndex >= 0 }
 
 func (s *Shape) insertMsg(e *entry, _ uint64, xid uint32) []byte {
 	return s.msgHead(e.key, s.appendValues(nil, e.r, nil), nil, "insert", xid)
@@ -395,9 +401,9 @@ func (s *Shape) deleteMsg(e *entry, _ uint64, xid uint32) []byte {
 
 // updateMsg is nil when nothing the shape selects changed.
 func (s *Shape) updateMsg(old, e *entry, _ uint64, xid uint32) []byte {
-	changed := make([]bool, len(s.cols))
+	changed := make([]bool, len(s.lay.cols))
 	anyc := false
-	for i := range s.cols {
+	for i := range s.lay.cols {
 		if old.r[i] != e.r[i] {
 			changed[i], anyc = true, true
 		}
@@ -419,7 +425,7 @@ func (s *Shape) snapshotMsg(dst []byte, e *entry) []byte {
 	dst = append(dst, `,"value":`...)
 	dst = s.appendValues(dst, e.r, nil)
 	dst = append(dst, `,"headers":{"operation":"insert","relation":`...)
-	dst = append(dst, s.rel...)
+	dst = append(dst, s.lay.rel...)
 	return append(dst, "}}"...)
 }
 
@@ -594,7 +600,7 @@ func (s *Shape) saveGensLocked() error {
 }
 
 func (s *Shape) saveMetaLocked() error {
-	return writeJSON(filepath.Join(s.dir, "meta.json"), meta{Version: 1, Def: s.def, Handles: s.handles, Schema: s.schema, Created: time.Now().UnixMilli()})
+	return writeJSON(filepath.Join(s.dir, "meta.json"), meta{Version: 1, Def: s.def, Handles: s.handles, Schema: s.lay.schema, Created: time.Now().UnixMilli()})
 }
 
 // collect drops generations superseded longer ago than the retention
@@ -692,8 +698,8 @@ func (s *Shape) reload() error {
 	}
 	s.lastOff = maxOffset(s.latest, g.at)
 	// Rows: the newest snapshot, then the log after it.
-	colIdx := make(map[string]int, len(s.cols))
-	for i, c := range s.cols {
+	colIdx := make(map[string]int, len(s.lay.cols))
+	for i, c := range s.lay.cols {
 		colIdx[c.name] = i
 	}
 	s.rows = map[string]*entry{}
@@ -751,7 +757,7 @@ func (s *Shape) replay(m []byte, colIdx map[string]int) error {
 	}
 	switch msg.Headers.Operation {
 	case "insert":
-		s.rows[msg.Key] = &entry{key: msg.Key, r: set(make(row, len(s.cols)))}
+		s.rows[msg.Key] = &entry{key: msg.Key, r: set(make(row, len(s.lay.cols)))}
 	case "update":
 		old := s.rows[msg.Key]
 		if old == nil {

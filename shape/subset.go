@@ -61,7 +61,7 @@ func (srv *Server) serveSubset(w http.ResponseWriter, r *http.Request, s *Shape,
 		}
 	}
 	var sb strings.Builder
-	sb.WriteString(shapeSQL(s.def, s.cols))
+	sb.WriteString(shapeSQL(s.def, s.lay.cols))
 	if where != "" {
 		if s.def.Where != "" {
 			sb.WriteString(" AND (")
@@ -116,7 +116,7 @@ func (srv *Server) serveSubset(w http.ResponseWriter, r *http.Request, s *Shape,
 	h := w.Header()
 	h.Set("electric-handle", handle)
 	h.Set("electric-offset", end.String())
-	h.Set("electric-schema", s.schema)
+	h.Set("electric-schema", s.lay.schema)
 	h.Set("electric-snapshot", "true")
 	h.Set("electric-has-data", "true")
 	h.Set("cache-control", "no-cache")
@@ -220,7 +220,7 @@ func (srv *Server) readSubset(ctx context.Context, s *Shape, sql string, params 
 	n := 0
 	for rows.Next() {
 		raw := rows.RawValues()
-		r := make(row, len(s.cols))
+		r := make(row, len(s.lay.cols))
 		for i := range r {
 			if i < len(raw) && raw[i] != nil {
 				r[i] = val{s: string(raw[i]), ok: true}
@@ -236,7 +236,7 @@ func (srv *Server) readSubset(ctx context.Context, s *Shape, sql string, params 
 		b = append(b, `,"value":`...)
 		b = s.appendValues(b, e.r, nil)
 		b = append(b, `,"headers":{"operation":"insert","relation":`...)
-		b = append(b, s.rel...)
+		b = append(b, s.lay.rel...)
 		b = append(b, `,"snapshot_mark":`...)
 		b = strconv.AppendUint(b, uint64(mark), 10)
 		b = append(b, "}}"...)

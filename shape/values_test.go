@@ -42,4 +42,3 @@ func TestValuesAndSchema(t *testing.T) {
 		}
 	}
 }
-
