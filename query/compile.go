@@ -1295,9 +1295,9 @@ func (c *compiler) orderType(s *scalar, loc int32) error {
 	case famNone, famJSON, famArray, famUnknown, famEnum:
 		return refusalAt(loc, CodeType, "ORDER BY a %s expression is not supported", typeName(s.oid))
 	case famText:
-		if s.coll.OID != 0 && !s.coll.Bytewise() {
+		if coll := c.textColl(s.oid, s.coll); !coll.Bytewise() {
 			return refusalAt(loc, CodeCollation, "ORDER BY a text expression under collation %q (%s) is not supported: only bytewise collations (C, POSIX, C.UTF-8) are reproduced",
-				s.coll.Name, s.coll.Collate)
+				coll.Name, coll.Collate)
 		}
 	}
 	return nil

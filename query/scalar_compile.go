@@ -602,6 +602,21 @@ func mergeColl(loc int32, ss ...*scalar) (Collation, error) {
 	return res, nil
 }
 
+// textColl is the collation text of type oid computed with collation
+// coll is compared under: a text made of no collatable input (a number
+// cast to text, ->> of jsonb, a constant) has the database's default
+// collation, which the catalog reports with each table (a zero one when
+// it does not: then no order is assumed).
+func (c *compiler) textColl(oid uint32, coll Collation) Collation {
+	if familyOf(oid) != famText || coll.OID != 0 {
+		return coll
+	}
+	if d := c.sources[0].Table.DefaultCollation; d.OID != 0 {
+		return d
+	}
+	return Collation{OID: defaultCollationOID, Name: "default", Deterministic: true}
+}
+
 // defaultCollationOID is pg_collation's "default".
 const defaultCollationOID = 100
 
@@ -673,7 +688,7 @@ func (c *compiler) asOperand(s *scalar, loc int32) topnd {
 	if s.op == sCol {
 		return topnd{col: s.col, oid: s.oid, fam: c.colFamily(c.column(s.col)), loc: loc, collate: s.coll}
 	}
-	return topnd{sx: s, oid: s.oid, fam: familyOf(s.oid), loc: loc, collate: s.coll}
+	return topnd{sx: s, oid: s.oid, fam: familyOf(s.oid), loc: loc, collate: c.textColl(s.oid, s.coll)}
 }
 
 // caseExpr compiles CASE, simple (CASE x WHEN v ...) or searched. As
@@ -884,7 +899,7 @@ func (c *compiler) extreme(mm *pg.MinMaxExpr) (*scalar, error) {
 	if err != nil {
 		return nil, err
 	}
-	if familyOf(oid) == famText && coll.OID != 0 && !coll.Bytewise() {
+	if coll = c.textColl(oid, coll); familyOf(oid) == famText && !coll.Bytewise() {
 		return nil, refusalAt(mm.Location, CodeCollation, "%s on text under collation %q (%s) is not supported: only bytewise collations (C, POSIX, C.UTF-8) are reproduced", what, coll.Name, coll.Collate)
 	}
 	return c.fold(&scalar{op: sExtreme, oid: oid, typmod: typmod, coll: coll, args: args, desc: mm.Op == pg.MinMaxOp_IS_GREATEST}, mm.Location)

@@ -48,3 +48,39 @@ func TestArrayBindKeys(t *testing.T) {
 		t.Errorf("one array gives two Keys")
 	}
 }
+
+// Text computed from no collatable input (a number cast to text, concat
+// of numbers) has the database's default collation: ordering by it is
+// refused when that collation is not bytewise, and allowed when it is.
+func TestComputedTextCollation(t *testing.T) {
+	users := *snapshotCatalog(t)[[2]string{"public", "users"}]
+	opts := DefaultOptions()
+	for _, tt := range []struct {
+		coll Collation
+		want Code
+	}{
+		{Collation{OID: 100, Name: "default", Provider: 'c', Collate: "en_US.UTF-8", Deterministic: true}, CodeCollation},
+		{Collation{OID: 100, Name: "default", Provider: 'c', Collate: "C.UTF-8", Deterministic: true}, ""},
+	} {
+		tb := users
+		tb.DefaultCollation = tt.coll
+		opts.Catalog = memCatalog{{"public", "users"}: &tb}
+		for _, sql := range []string{
+			"SELECT id FROM users ORDER BY age::text",
+			"SELECT id FROM users WHERE concat(age, small) < '5'",
+			"SELECT id, GREATEST(age::text, '3') FROM users",
+		} {
+			_, r, err := Compile(context.Background(), sql, nil, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got Code
+			if r != nil {
+				got = r.Code
+			}
+			if got != tt.want {
+				t.Errorf("default collation %s: %s: refusal %q (%v), want %q", tt.coll.Collate, sql, got, r, tt.want)
+			}
+		}
+	}
+}
