@@ -245,6 +245,28 @@ func (c *conn) subCounts() (rows, touch int) {
 	return rows, touch
 }
 
+// pong queues the answer to a WebSocket ping (a control frame, payload
+// at most 125 bytes) behind the frames queued before it, and tells the
+// library not to write one itself: its pong waits on the socket holding
+// it, and a client flooding pings without reading would hold its read
+// loop and socket for as long as the write may take. Queued, the pongs
+// count toward the slow-consumer limit like any frame the client does
+// not read.
+func (c *conn) pong(payload []byte) bool {
+	c.q.mu.Lock()
+	if c.q.closed {
+		c.q.mu.Unlock()
+		return false
+	}
+	ok := c.q.pushItemLocked(item{frame: append([]byte(nil), payload...), pong: true})
+	c.q.wakeLocked()
+	c.q.mu.Unlock()
+	if !ok {
+		c.overflow()
+	}
+	return false
+}
+
 // push queues a frame; a full queue closes the connection as a slow
 // consumer.
 func (c *conn) push(b []byte) {
@@ -882,16 +904,20 @@ func (c *conn) tryDrain(w *drain) (done bool, pending int, err error) {
 type drain struct {
 	items   []item
 	msgs    [][]byte
+	ops     []byte // each message's opcode, when a pong is among them
 	touches []byte // touched frames encoded for this drain
 	ends    []int  // where each ends in touches
 }
 
 // frames turns the drained items into messages: the touched frames are
 // encoded one after another into one buffer, which the messages slice
-// once it no longer grows.
-func (d *drain) frames() [][]byte {
+// once it no longer grows. The opcodes are nil when every message is a
+// text message.
+func (d *drain) frames() ([][]byte, []byte) {
 	d.touches, d.ends = d.touches[:0], d.ends[:0]
+	pongs := false
 	for i := range d.items {
+		pongs = pongs || d.items[i].pong
 		if t := d.items[i].touch; t != nil {
 			d.touches = t.encode(d.touches)
 			d.ends = append(d.ends, len(d.touches))
@@ -908,7 +934,18 @@ func (d *drain) frames() [][]byte {
 		}
 		d.msgs = append(d.msgs, b)
 	}
-	return d.msgs
+	if !pongs {
+		return d.msgs, nil
+	}
+	d.ops = d.ops[:0]
+	for i := range d.items {
+		op := byte(opText)
+		if d.items[i].pong {
+			op = opPong
+		}
+		d.ops = append(d.ops, op)
+	}
+	return d.msgs, d.ops
 }
 
 func (d *drain) forget() {
@@ -919,7 +956,7 @@ func (d *drain) forget() {
 // write writes the drained items, each frame its own WebSocket message,
 // waiting on the socket as long as the write timeout allows.
 func (d *drain) write(nc *sockConn) error {
-	err := nc.writeMessages(d.frames())
+	err := nc.writeFrames(d.frames())
 	d.forget()
 	return err
 }
@@ -928,7 +965,7 @@ func (d *drain) write(nc *sockConn) error {
 // caller holds (tryAcquire): what it does not take now stays in nc for a
 // write that may wait.
 func (d *drain) try(nc *sockConn) (bool, error) {
-	done, err := nc.tryMessagesLocked(d.frames())
+	done, err := nc.tryFramesLocked(d.frames())
 	d.forget()
 	return done, err
 }

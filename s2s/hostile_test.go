@@ -3,12 +3,15 @@ package s2s_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/freshetdb/freshet/internal/wsraw"
 	"github.com/freshetdb/freshet/query"
 	"github.com/freshetdb/freshet/s2s"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // rawDial opens a wsraw connection to the env's server and reads hello.
@@ -152,6 +156,75 @@ func TestFrameHeaderOverLimit(t *testing.T) {
 	}
 	if f := rawNext(t, c); f.str("type") != "pong" || f.str("data") != "after" {
 		t.Fatalf("answer = %s, want the pong (and no second error)", f.raw)
+	}
+}
+
+// Clients that flood WebSocket pings and never read are closed as slow
+// consumers once their unread pongs pass --max-queue-bytes, and stall no
+// one meanwhile. Before, the library wrote each pong itself, waiting on
+// the socket with it held (for up to its own 5 s; the shared writers
+// waited behind it), and such a client was never closed for what it did
+// not read.
+func TestPingFloodIsASlowConsumer(t *testing.T) {
+	metrics := s2s.NewMetrics()
+	e := newEnv(t, itemsSetup, func(s *s2s.Config, _ *engine.Config) {
+		s.WriteTimeout, s.MaxQueueBytes, s.Metrics = time.Hour, 64<<10, metrics
+	})
+	var observers []*client
+	for i := range 4 {
+		o, _ := e.connect()
+		o.sendf(`{"type":"subscribe","id":"o%d","sql":"SELECT id, name FROM items WHERE id = 1","mode":"rows"}`, i)
+		o.expect("accepted")
+		observers = append(observers, o)
+	}
+	const flooders = 4
+	small := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) {
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		})
+	}}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() { close(stop); wg.Wait() }()
+	for range flooders {
+		c := e.rawDial(small)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var batch []byte
+			for range 200 {
+				batch = wsraw.AppendFrame(batch, true, wsraw.OpPing, 125, []byte(strings.Repeat("p", 125)))
+			}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+				if _, err := c.Write(batch); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+					return // closed by the server
+				}
+			}
+		}()
+	}
+	e.exec("UPDATE items SET name = 'flooded' WHERE id = 1")
+	for i, o := range observers {
+		if v := values(list(o.expect("delta"), "upsert")[0]); v[1] != "flooded" {
+			t.Fatalf("observer %d: name %s, want flooded", i, v[1])
+		}
+	}
+	waitFor(t, 30*time.Second, func() error {
+		var m dto.Metric
+		metrics.SlowConsumers.Write(&m)
+		if n := m.GetCounter().GetValue(); n != flooders {
+			return fmt.Errorf("%v slow consumers, want the %d flooders", n, flooders)
+		}
+		return nil
+	})
+	e.exec("UPDATE items SET name = 'after' WHERE id = 1")
+	for _, o := range observers {
+		o.expect("delta")
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 type item struct {
 	frame []byte
 	touch *touchBatch
+	pong  bool // frame is a pong's payload (a control frame), not a text message
 }
 
 type touchBatch struct {
@@ -86,12 +87,18 @@ func (q *queue) signal() {
 // It returns false when the queue is closed or the frame would pass the
 // limit.
 func (q *queue) pushLocked(b []byte) bool {
-	if q.closed || !q.countLocked(len(b)) {
+	return q.pushItemLocked(item{frame: b})
+}
+
+// pushItemLocked is pushLocked for any item but a touched batch.
+func (q *queue) pushItemLocked(it item) bool {
+	n := len(it.frame)
+	if q.closed || !q.countLocked(n) {
 		return false
 	}
-	q.items = append(q.items, item{frame: b})
-	q.bytes += len(b)
-	q.total.Add(int64(len(b)))
+	q.items = append(q.items, it)
+	q.bytes += n
+	q.total.Add(int64(n))
 	return true
 }
 

@@ -230,7 +230,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cw := &sockWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout, maxFrame: s.cfg.MaxFrameBytes}
 	// No compression: the write loop frames its messages itself, plain
 	// (docs/s2s-protocol.md).
-	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{InsecureSkipVerify: true, CompressionMode: websocket.CompressionDisabled})
+	// Pings are answered through the connection's queue (conn.pong), set
+	// before the connection reads its first frame.
+	var c *conn
+	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{InsecureSkipVerify: true, CompressionMode: websocket.CompressionDisabled,
+		OnPingReceived: func(_ context.Context, payload []byte) bool { return c.pong(payload) }})
 	if err != nil {
 		s.connN.Add(-1)
 		if held, ok := s.limiter.allow("bad_upgrade"); ok {
@@ -241,7 +245,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	c := newConn(s, ws, cw.sc, r.RemoteAddr)
+	c = newConn(s, ws, cw.sc, r.RemoteAddr)
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()

@@ -23,8 +23,8 @@ var errStopped = errors.New("connection closing: no more messages")
 // sockConn is the TCP connection under a WebSocket.
 //
 // The WebSocket library does the upgrade, reads the client's frames and
-// writes the control frames (pong, close) through Write. The connection's
-// write loop writes its text messages itself with writeMessages: a
+// writes the close frames through Write. The connection's write loop
+// writes its text messages (and the pongs conn.pong queues) itself: a
 // server's frames are not masked, so a message is a header of 2 to 10
 // bytes and the payload as it is, and every message one drain takes from
 // the queue reaches the socket in one write. Writing through the library
@@ -79,10 +79,10 @@ func (c *sockConn) canTry() bool {
 	return c.rc != nil && len(c.pending) == 0 && c.err == nil
 }
 
-// tryAcquire takes the socket for tryMessagesLocked without waiting; it
+// tryAcquire takes the socket for tryFramesLocked without waiting; it
 // fails while a write that may wait holds it. A shared writer must never
-// wait on one socket (a pong the library writes to a client that does
-// not read waits on the socket with the socket held).
+// wait on one socket (a close frame the library writes to a client that
+// does not read waits on the socket with the socket held).
 func (c *sockConn) tryAcquire() bool { return c.mu.TryLock() }
 
 // release gives back the socket tryAcquire took.
@@ -114,11 +114,12 @@ func (c *sockConn) flushPendingLocked() error {
 func (c *sockConn) tryMessages(msgs [][]byte) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.tryMessagesLocked(msgs)
+	return c.tryFramesLocked(msgs, nil)
 }
 
-// tryMessagesLocked is tryMessages with the socket held (tryAcquire).
-func (c *sockConn) tryMessagesLocked(msgs [][]byte) (bool, error) {
+// tryFramesLocked is tryMessages, with the socket held (tryAcquire),
+// for frames whose opcodes are in ops (nil: all text).
+func (c *sockConn) tryFramesLocked(msgs [][]byte, ops []byte) (bool, error) {
 	if c.err != nil {
 		return false, c.err
 	}
@@ -129,8 +130,8 @@ func (c *sockConn) tryMessagesLocked(msgs [][]byte) (bool, error) {
 	// deadline has passed: keep it ahead as for the writes that wait.
 	c.armLocked()
 	buf := c.buf[:0]
-	for _, m := range msgs {
-		buf = append(appendHeader(buf, len(m)), m...)
+	for i, m := range msgs {
+		buf = append(appendFrameHeader(buf, opOf(ops, i), len(m)), m...)
 	}
 	c.buf = buf[:0]
 	if len(c.pending) > 0 || c.rc == nil {
@@ -206,23 +207,46 @@ func (c *sockConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// Opcodes of the frames the connection writes itself (RFC 6455, section
+// 5.2): its text messages and the pongs answering the client's pings.
+const (
+	opText = 0x1
+	opPong = 0xA
+)
+
+// opOf is the opcode of the i-th of a drain's frames.
+func opOf(ops []byte, i int) byte {
+	if ops == nil {
+		return opText
+	}
+	return ops[i]
+}
+
 // appendHeader appends the header of a final, unmasked text frame of n
 // bytes (RFC 6455, section 5.2).
-func appendHeader(dst []byte, n int) []byte {
-	const finText = 0x81
+func appendHeader(dst []byte, n int) []byte { return appendFrameHeader(dst, opText, n) }
+
+// appendFrameHeader appends the header of a final, unmasked frame with
+// opcode op and n bytes of payload.
+func appendFrameHeader(dst []byte, op byte, n int) []byte {
+	b0 := 0x80 | op
 	switch {
 	case n < 126:
-		return append(dst, finText, byte(n))
+		return append(dst, b0, byte(n))
 	case n <= 0xFFFF:
-		return binary.BigEndian.AppendUint16(append(dst, finText, 126), uint16(n))
+		return binary.BigEndian.AppendUint16(append(dst, b0, 126), uint16(n))
 	default:
-		return binary.BigEndian.AppendUint64(append(dst, finText, 127), uint64(n))
+		return binary.BigEndian.AppendUint64(append(dst, b0, 127), uint64(n))
 	}
 }
 
 // writeMessages writes each of msgs as one text message, in as few writes
 // as sockBufMax allows, all within the write timeout.
-func (c *sockConn) writeMessages(msgs [][]byte) error {
+func (c *sockConn) writeMessages(msgs [][]byte) error { return c.writeFrames(msgs, nil) }
+
+// writeFrames is writeMessages for frames whose opcodes are in ops (nil:
+// all text).
+func (c *sockConn) writeFrames(msgs [][]byte, ops []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.flushPendingLocked(); err != nil {
@@ -233,10 +257,10 @@ func (c *sockConn) writeMessages(msgs [][]byte) error {
 	}
 	c.armLocked()
 	buf := c.buf[:0]
-	for _, m := range msgs {
+	for i, m := range msgs {
 		if len(m) > sockBufMax {
 			// Written from where it lies, after what is buffered.
-			bufs := net.Buffers{appendHeader(buf, len(m)), m}
+			bufs := net.Buffers{appendFrameHeader(buf, opOf(ops, i), len(m)), m}
 			if _, c.err = bufs.WriteTo(c.Conn); c.err != nil {
 				return c.err
 			}
@@ -249,7 +273,7 @@ func (c *sockConn) writeMessages(msgs [][]byte) error {
 			}
 			buf = buf[:0]
 		}
-		buf = append(appendHeader(buf, len(m)), m...)
+		buf = append(appendFrameHeader(buf, opOf(ops, i), len(m)), m...)
 	}
 	if len(buf) > 0 {
 		_, c.err = c.Conn.Write(buf)

@@ -219,8 +219,11 @@ var frameCases = []hostileCase{
 		}
 	}},
 
-	// Item 7: clients flooding pings without reading stall no one.
+	// Item 7: clients flooding pings without reading stall no one, and are
+	// closed as slow consumers once their unread pongs pass the queue's
+	// limit.
 	{"four clients flood pings and never read", func(t *testing.T, h *harness) {
+		before := h.metric(t, "freshet_s2s_slow_consumers_total")
 		small := &net.Dialer{Timeout: 10 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
 			return rc.Control(func(fd uintptr) {
 				syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
@@ -228,7 +231,7 @@ var frameCases = []hostileCase{
 		}}
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
-		stalled := make(chan struct{}, 4)
+		dropped := make(chan struct{}, 4)
 		for range 4 {
 			c := h.rawDial(t, small)
 			wg.Add(1)
@@ -239,7 +242,6 @@ var frameCases = []hostileCase{
 				for range 200 {
 					batch = wsraw.AppendFrame(batch, true, wsraw.OpPing, 125, []byte(strings.Repeat("p", 125)))
 				}
-				told := false
 				for {
 					select {
 					case <-stop:
@@ -247,31 +249,30 @@ var frameCases = []hostileCase{
 					default:
 					}
 					c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
-					_, err := c.Write(batch)
-					switch {
-					case err == nil:
-					case errors.Is(err, os.ErrDeadlineExceeded):
-						if !told {
-							told = true // the server stopped reading: its pong waits
-							stalled <- struct{}{}
-						}
-					default:
-						return // the server dropped this client
+					if _, err := c.Write(batch); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+						dropped <- struct{}{} // the server closed this client
+						return
 					}
 				}
 			}()
 		}
 		defer func() { close(stop); wg.Wait() }()
-		for i := range 4 {
-			select {
-			case <-stalled:
-			case <-time.After(60 * time.Second):
-				t.Fatalf("%d of 4 flooders made the server stop reading", i)
-			}
-		}
 		for i := range 3 {
 			h.canary.check(t, fmt.Sprintf("during the flood (%d)", i))
 		}
+		for i := range 4 {
+			select {
+			case <-dropped:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("%d of 4 flooders closed by the server after a minute", i)
+			}
+		}
+		servetest.Eventually(t, 30*time.Second, func() string {
+			if n := h.metric(t, "freshet_s2s_slow_consumers_total"); n != before+4 {
+				return fmt.Sprintf("%v slow consumers closed, want the 4 flooders", n-before)
+			}
+			return ""
+		})
 	}},
 
 	// Item 9: an answer bigger than --max-queue-bytes.
@@ -365,6 +366,25 @@ func refusedCase(name, frame, code string, retryable bool) hostileCase {
 		c.send(t, `{"type":"ping","data":"usable"}`)
 		c.expect(t, "pong", "")
 	}}
+}
+
+// metric reads one unlabelled figure from /metrics (0 when absent).
+func (h *harness) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + h.srv.Addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	return 0
 }
 
 func (h *harness) exec(t *testing.T, sql string, args ...any) {
