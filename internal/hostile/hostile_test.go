@@ -46,6 +46,8 @@ INSERT INTO w SELECT i, i, date '2024-01-01' + i % 7, 'w' || i FROM generate_ser
 CREATE TABLE t2 (k int PRIMARY KEY, r int, c1 text);
 INSERT INTO t2 VALUES (1, 2, '00000000-0000-0000-0000-000000000001'), (2, 2, '00000000-0000-0000-0000-000000000001'),
 	(3, NULL, 'ffffffff-ffff-ffff-ffff-ffffffffffff');
+CREATE TABLE again (id int PRIMARY KEY, v text);
+INSERT INTO again VALUES (1, 'old');
 CREATE TABLE ties (k int PRIMARY KEY, r int, c text);
 INSERT INTO ties VALUES (1, 1, 'x'), (2, 2, 'x'), (3, 3, 'x'), (4, 4, 'x');
 CREATE TABLE big (id int PRIMARY KEY, body text);

@@ -56,7 +56,6 @@ var queryCases = []hostileCase{
 
 	// Item 18: right after DROP TABLE and CREATE TABLE, the new table.
 	{"subscribe right after DROP and CREATE TABLE", func(t *testing.T, h *harness) {
-		h.exec(t, "CREATE TABLE IF NOT EXISTS again (id int PRIMARY KEY, v text); DELETE FROM again; INSERT INTO again VALUES (1, 'old')")
 		c := h.dial(t)
 		c.send(t, subscribeFrameID("old", "SELECT id, v FROM again"))
 		c.expect(t, "accepted", "")
@@ -65,23 +64,33 @@ var queryCases = []hostileCase{
 		// the old view, which serves the dropped table's rows until the
 		// catalog check ends it (found by this suite; reported, not yet
 		// fixed in the engine).
-		c.send(t, subscribeFrameID("new", "SELECT id, v FROM again WHERE id > 0"))
+		const sql = "SELECT id, v FROM again WHERE id > 0"
+		c.send(t, subscribeFrameID("new", sql))
 		h.canary.check(t, "during")
-		got := map[string]map[string]any{}
-		for len(got) < 2 {
+		var oldEnd, accepted map[string]any
+		for oldEnd == nil || accepted == nil {
 			f := c.next(t)
-			got[fmt.Sprint(f["id"])] = f
-		}
-		if f := got["old"]; f["type"] != "ended" || f["code"] != "table_dropped" {
-			t.Fatalf("old subscription: %.300v, want ended table_dropped", f)
-		}
-		f := got["new"]
-		if f["type"] != "accepted" {
-			t.Fatalf("new subscription: %.300v, want accepted", f)
+			switch {
+			case f["id"] == "old" && f["type"] == "ended" && f["code"] == "table_dropped":
+				oldEnd = f
+			case f["id"] == "new" && f["type"] == "accepted":
+				accepted = f
+			case f["id"] == "new" && f["type"] == "refused" && f["code"] == "not_published" && f["retryable"] == true:
+				// The engine asks the publication for a table it has
+				// not seen at most every 250 ms: a table made just now
+				// may be refused once, retryable; a retry reads it.
+				time.Sleep(300 * time.Millisecond)
+				c.send(t, subscribeFrameID("new", sql))
+			default:
+				t.Fatalf("frame %.300v, want old ended table_dropped and new accepted", f)
+			}
 		}
 		var r result
-		r.accepted(f)
-		r.compare(t, h, "SELECT id, v FROM again", nil, false)
+		r.accepted(accepted)
+		r.compare(t, h, sql, nil, false)
+		if len(r.rows) != 1 {
+			t.Fatalf("new subscription holds %d rows, want the new table's 1", len(r.rows))
+		}
 	}},
 }
 
