@@ -60,7 +60,7 @@ func busConn(t testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
 
 func testStream(t testing.TB, js jetstream.JetStream) jetstream.Stream {
 	t.Helper()
-	st, err := EnsureStream(context.Background(), js, DefaultStreamSettings(), "7000", "app", "freshet")
+	st, err := EnsureStream(context.Background(), js, DefaultStreamSettings(), "7000", "app", "freshet", "pub")
 	if err != nil {
 		t.Fatalf("EnsureStream: %v", err)
 	}
@@ -231,6 +231,9 @@ func TestSourceOnBus(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
+	if src.Publication() != "pub" {
+		t.Fatalf("Publication = %q, want the relay's, pub", src.Publication())
+	}
 	var got []string
 	for range 4 {
 		ev, err := src.Next(ctx)

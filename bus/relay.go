@@ -202,7 +202,11 @@ func (r *Relay) session(ctx context.Context, nc *nats.Conn) error {
 	if slot == "" {
 		slot = pgwal.DefaultConfig().Slot
 	}
-	st, err := EnsureStream(ctx, js, r.cfg.Settings, sysID, db, slot)
+	pub := r.cfg.Stream.Publication
+	if pub == "" {
+		pub = pgwal.DefaultConfig().Publication
+	}
+	st, err := EnsureStream(ctx, js, r.cfg.Settings, sysID, db, slot, pub)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 			return errFatal{err}

@@ -55,6 +55,10 @@ type Source struct {
 	chain   chain
 	pending []Event
 	err     error
+	pub     string
+	js      jetstream.JetStream
+	name    string
+	created time.Time // when the stream was made, at open
 
 	seq   atomic.Uint64 // stream sequence of the last message consumed
 	acked atomic.Uint64
@@ -97,6 +101,8 @@ func OpenSource(ctx context.Context, cfg SourceConfig) (*Source, error) {
 	if err := checkMeta(st.CachedInfo().Config, cfg.SystemID, cfg.Database, cfg.Slot); err != nil {
 		return fail(err)
 	}
+	s.pub = st.CachedInfo().Config.Metadata[metaPub]
+	s.js, s.name, s.created = js, name, st.CachedInfo().Created
 	occ := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverLastPolicy}
 	if cfg.Replay > 0 {
 		from := time.Now().Add(-cfg.Replay)
@@ -118,10 +124,22 @@ func (s *Source) Next(ctx context.Context) (change.Event, error) {
 		if s.err != nil {
 			return nil, s.err
 		}
-		msg, err := s.it.Next(jetstream.NextContext(ctx))
+		wctx, cancel := context.WithTimeout(ctx, silentFor)
+		msg, err := s.it.Next(jetstream.NextContext(wctx))
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
+			}
+			if wctx.Err() != nil {
+				// Nothing for a while, though the relay sends heartbeats:
+				// a stream deleted and made anew restarts its sequence, and
+				// the consumer waits for the sequence after its last.
+				if err := s.checkStream(ctx); err != nil {
+					s.err = err
+					return nil, err
+				}
+				continue
 			}
 			s.err = fmt.Errorf("read the bus: %w", err)
 			return nil, s.err
@@ -150,6 +168,25 @@ func (s *Source) Next(ctx context.Context) (change.Event, error) {
 	return e.Beat, nil
 }
 
+// silentFor is how long Next waits for a message before it checks the
+// stream is still the one it opened.
+const silentFor = 2 * time.Second
+
+// checkStream reports ErrEpoch when the stream was made anew since the
+// source opened it (a new creation time, or a last sequence below what was
+// consumed). A stream that is gone for now is waited for.
+func (s *Source) checkStream(ctx context.Context) error {
+	st, err := s.js.Stream(ctx, s.name)
+	if err != nil {
+		return nil // gone or unreachable: the consumer keeps trying
+	}
+	info := st.CachedInfo()
+	if !info.Created.Equal(s.created) || info.State.LastSeq < s.seq.Load() {
+		return fmt.Errorf("%w: stream %s was made anew (created %v, was %v)", ErrEpoch, s.name, info.Created, s.created)
+	}
+	return nil
+}
+
 // Ack implements engine.Source. The bus keeps no consumer state, so it
 // only records the position.
 func (s *Source) Ack(lsn change.LSN) {
@@ -157,6 +194,10 @@ func (s *Source) Ack(lsn change.LSN) {
 		s.acked.Store(uint64(lsn))
 	}
 }
+
+// Publication returns the publication the relay follows, as the stream's
+// metadata names it ("" on a server that keeps no metadata).
+func (s *Source) Publication() string { return s.pub }
 
 // Seq returns the stream sequence of the last message consumed.
 func (s *Source) Seq() uint64 { return s.seq.Load() }

@@ -88,9 +88,10 @@ const (
 	metaSystemID = "freshet_system_identifier"
 	metaDatabase = "freshet_database"
 	metaSlot     = "freshet_slot"
+	metaPub      = "freshet_publication"
 )
 
-func (s StreamSettings) config(systemID, database, slot string) jetstream.StreamConfig {
+func (s StreamSettings) config(systemID, database, slot, publication string) jetstream.StreamConfig {
 	storage := jetstream.FileStorage
 	if s.Memory {
 		storage = jetstream.MemoryStorage
@@ -114,7 +115,7 @@ func (s StreamSettings) config(systemID, database, slot string) jetstream.Stream
 		DenyDelete:  true,
 		DenyPurge:   true,
 		PersistMode: persist,
-		Metadata:    map[string]string{metaSystemID: systemID, metaDatabase: database, metaSlot: slot},
+		Metadata:    map[string]string{metaSystemID: systemID, metaDatabase: database, metaSlot: slot, metaPub: publication},
 	}
 }
 
@@ -171,13 +172,14 @@ func redactURL(s string) string {
 }
 
 // EnsureStream creates the stream of (systemID, slot) with s, or updates
-// an existing one to s. It refuses a stream whose metadata names another
-// database.
-func EnsureStream(ctx context.Context, js jetstream.JetStream, s StreamSettings, systemID, database, slot string) (jetstream.Stream, error) {
+// an existing one to s; its metadata names the database, the slot and the
+// publication (which replicas take theirs from). It refuses a stream whose
+// metadata names another database or slot.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, s StreamSettings, systemID, database, slot, publication string) (jetstream.Stream, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	cfg := s.config(systemID, database, slot)
+	cfg := s.config(systemID, database, slot, publication)
 	st, err := js.Stream(ctx, cfg.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		st, err = js.CreateStream(ctx, cfg)

@@ -557,21 +557,37 @@ loop:
 				break loop
 			}
 			log.Warn("the bus broke its chain; closing every connection (4001) and hydrating every subscription again on a new engine", "err", err, "generation", g.n)
-			sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-			g.close(sctx, log, err)
-			cancel()
+			old := g
+			closeOld := func() {
+				sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+				old.close(sctx, log, err)
+				cancel()
+			}
+			// The new engine takes the endpoint before the old one closes
+			// its connections, so clients reconnecting after the 4001
+			// find it at once.
+			next, nerr := newGeneration(ctx, cfg, st, log, old.n+1)
+			if nerr == nil {
+				g = next
+				cur.Store(g)
+				closeOld()
+				break
+			}
+			closeOld()
 			for {
-				next, nerr := newGeneration(ctx, cfg, st, log, g.n+1)
-				if nerr == nil {
-					g = next
-					cur.Store(g)
-					break
-				}
 				log.Warn("start a new engine on the bus", "err", nerr)
 				select {
 				case <-ctx.Done():
-					break loop
+					sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+					_ = hs.Shutdown(sctx)
+					cancel()
+					return nil
 				case <-time.After(time.Second):
+				}
+				if next, nerr = newGeneration(ctx, cfg, st, log, old.n+1); nerr == nil {
+					g = next
+					cur.Store(g)
+					break
 				}
 			}
 		case err := <-served:
@@ -612,7 +628,7 @@ func newGeneration(ctx context.Context, cfg *serveConfig, st *serveStream, log *
 	ecfg := cfg.Engine
 	g.tap = s2s.NewTap(src)
 	ecfg.Source, ecfg.ReadDSN, ecfg.Types, ecfg.Logger = g.tap, cfg.ReadDSN, st.Types(), log
-	ecfg.Publication = cfg.Stream.Publication // subscriptions only on tables it carries
+	ecfg.Publication = st.Publication() // subscriptions only on tables it carries
 	if g.eng, err = engine.Open(ctx, ecfg); err != nil {
 		src.Close()
 		return nil, err
@@ -632,7 +648,7 @@ func newGeneration(ctx context.Context, cfg *serveConfig, st *serveStream, log *
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	shcfg := cfg.Shape
-	shcfg.Engine, shcfg.Pool, shcfg.Types, shcfg.Publication, shcfg.Logger = g.eng, cfg.shapePool, st.Types(), cfg.Stream.Publication, log
+	shcfg.Engine, shcfg.Pool, shcfg.Types, shcfg.Publication, shcfg.Logger = g.eng, cfg.shapePool, st.Types(), st.Publication(), log
 	shcfg.ServerVersion, shcfg.Ready = Version, g.tap.Passed
 	if g.shapes, err = shape.Open(ctx, shcfg); err != nil {
 		g.eng.Close()

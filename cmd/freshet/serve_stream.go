@@ -24,6 +24,7 @@ type serveStream struct {
 	opened bool
 
 	nc       *nats.Conn // bus
+	pub      string     // the relay's publication, from the stream (bus)
 	types    *pgwal.TypeResolver
 	sysID    string
 	database string
@@ -77,8 +78,28 @@ func (st *serveStream) Open(ctx context.Context) (streamSource, error) {
 	if slot == "" {
 		slot = pgwal.DefaultConfig().Slot
 	}
-	return bus.OpenSource(ctx, bus.SourceConfig{Conn: st.nc, SystemID: st.sysID, Database: st.database, Slot: slot,
+	src, err := bus.OpenSource(ctx, bus.SourceConfig{Conn: st.nc, SystemID: st.sysID, Database: st.database, Slot: slot,
 		Replay: st.cfg.BusReplay, Logger: st.log})
+	if err != nil {
+		return nil, err
+	}
+	if p := src.Publication(); p != "" && p != st.pub {
+		if p != st.cfg.Stream.Publication {
+			st.log.Info("following the relay's publication, not --publication", "publication", p, "flag", st.cfg.Stream.Publication)
+		}
+		st.pub = p
+	}
+	return src, nil
+}
+
+// Publication is the publication the followed stream carries: the slot's,
+// or the one the relay named in the stream's metadata (--publication when
+// the bus keeps no metadata).
+func (st *serveStream) Publication() string {
+	if st.pub != "" {
+		return st.pub
+	}
+	return st.cfg.Stream.Publication
 }
 
 // Restartable reports whether a generation that stopped with err may be
