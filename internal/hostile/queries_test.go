@@ -255,6 +255,18 @@ var liftedCases = []hostileCase{
 	// Item 14: --compile-timeout bounds parsing and compiling (300 ms here).
 	refusedCase("1 MB of ORed equalities", subscribeFrame("SELECT id FROM items WHERE "+orList(70000)), "timeout", true),
 	refusedCase("1 MB IN list", subscribeFrame("SELECT id FROM items WHERE n IN ("+numbers(150000)+")"), "timeout", true),
+	// Item 4: tables outside the publication, and system catalogs, whose
+	// rows no subscriber may read and whose answers would never change.
+	refusedCase("pg_catalog.pg_authid (password hashes)", subscribeFrame("SELECT oid, rolname, rolpassword FROM pg_catalog.pg_authid"), "system_table", false),
+	refusedCase("pg_catalog.pg_statistic", subscribeFrame("SELECT * FROM pg_catalog.pg_statistic"), "system_table", false),
+	refusedCase("pg_class unqualified", subscribeFrame("SELECT oid, relname FROM pg_class"), "system_table", false),
+	refusedCase("information_schema.tables", subscribeFrame("SELECT table_name FROM information_schema.tables"), "system_table", false),
+	refusedCase("a table outside --tables", subscribeFrame("SELECT * FROM pairs"), "not_published", true),
+	refusedCase("a table in another schema", subscribeFrame("SELECT * FROM secret.vault"), "not_published", true),
+	refusedCase("a table in another schema, quoted", subscribeFrame(`SELECT * FROM "secret"."vault"`), "not_published", true),
+	refusedCase("a table in another schema, upper case", subscribeFrame("SELECT * FROM SECRET.VAULT"), "not_published", true),
+	refusedCase("a table outside the publication, counted", subscribeFrame("SELECT COUNT(*) FROM secret.vault"), "not_published", true),
+	refusedCase("a table outside the publication, joined", subscribeFrame("SELECT i.id, v.s FROM items i JOIN secret.vault v ON v.id = i.id"), "not_published", true),
 	// A big answer with the limits lifted is served whole.
 	servedCase("a 2 MB row", "SELECT * FROM big WHERE id = 1", nil, ""),
 }
