@@ -226,7 +226,7 @@ func TestCluster(t *testing.T) {
 	}
 	replica := func(i int) *proc {
 		p := startProc(t, "replica "+string(rune('A'+i)), []string{"GOMAXPROCS=1"}, "serve", "--dsn", db.DSN, "--source", busURL,
-			"--slot", slot, "--publication", slot, "--listen", addrs[i], "--lag-interval", "100ms", "--shutdown-timeout", "2s", "--insecure", "--bus-replay", "2s", "--insecure")
+			"--slot", slot, "--publication", slot, "--listen", addrs[i], "--lag-interval", "100ms", "--shutdown-timeout", "2s", "--insecure", "--bus-replay", "2s")
 		servetest.Eventually(t, time.Minute, func() string {
 			resp, err := http.Get("http://" + addrs[i] + "/readyz")
 			if err == nil {
