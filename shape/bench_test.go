@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
@@ -181,6 +183,25 @@ func TestBenchManyShapes(t *testing.T) {
 	es1, _ := e.eng.Stats(ctx)
 	t.Logf("%d shapes created and synced in %v; heap %+d bytes, %.0f B per shape (engine and shape layer, 1 row each); engine %+v -> %+v",
 		n, created.Round(time.Millisecond), int64(m1.HeapAlloc)-int64(m0.HeapAlloc), float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/float64(n), es0.Stats, es1.Stats)
+	// Bytes of log per change: one update to each of 100 shapes.
+	for i := 0; i < 100; i++ {
+		e.exec(`UPDATE kv SET v = v + 1 WHERE k = $1`, i+1)
+	}
+	var logBytes, lines int64
+	eventually(t, time.Minute, func() string {
+		logBytes, lines = 0, 0
+		logs, _ := filepath.Glob(filepath.Join(e.cfg.DataDir, "*", "log-*"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			logBytes += int64(len(b))
+			lines += int64(bytes.Count(b, []byte{'\n'}))
+		}
+		if lines < 100 {
+			return fmt.Sprintf("%d changes logged", lines)
+		}
+		return ""
+	})
+	t.Logf("log: %d bytes for %d changes, %.0f B per change (an update of one int column of a 3-column row, with its offset and checksum)", logBytes, lines, float64(logBytes)/float64(lines))
 }
 
 // TestBenchManyShapesLatency: the same shapes on a real `freshet serve`
@@ -200,8 +221,17 @@ func TestBenchManyShapesLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, fmt.Sprintf(`CREATE TABLE kv (id int PRIMARY KEY, k int, v int); CREATE INDEX ON kv (k);
-		INSERT INTO kv SELECT i, i, 0 FROM generate_series(1, %d) i`, n)); err != nil {
+	// SHAPE_BENCH_ILIKE=1: shapes `t ILIKE '<n>-%'`, which no index
+	// routes (every change is matched against every such shape).
+	ilike := os.Getenv("SHAPE_BENCH_ILIKE") != ""
+	where := func(i int) string { return "k+%3D+" + strconv.Itoa(i+1) }
+	kind := "`k = const`"
+	if ilike {
+		where = func(i int) string { return url.QueryEscape("t ILIKE '" + strconv.Itoa(i+1) + "-%'") }
+		kind = "`t ILIKE const`"
+	}
+	if _, err := conn.Exec(ctx, fmt.Sprintf(`CREATE TABLE kv (id int PRIMARY KEY, k int, v int, t text); CREATE INDEX ON kv (k);
+		INSERT INTO kv SELECT i, i, 0, i || '-X' FROM generate_series(1, %d) i`, n)); err != nil {
 		t.Fatal(err)
 	}
 	srv := servetest.Start(t, servetest.Options{DSN: db.DSN, Slot: servetest.SlotFor("shb_", db.Name),
@@ -222,7 +252,7 @@ func TestBenchManyShapesLatency(t *testing.T) {
 			defer func() { <-sem }()
 			off, h := "-1", ""
 			for {
-				u := base + "/v1/shape?table=kv&where=k+%3D+" + strconv.Itoa(i+1) + "&offset=" + off
+				u := base + "/v1/shape?table=kv&where=" + where(i) + "&offset=" + off
 				if h != "" {
 					u += "&handle=" + h
 				}
@@ -259,7 +289,7 @@ func TestBenchManyShapesLatency(t *testing.T) {
 			defer wg.Done()
 			off, h := offs[i], handles[i]
 			for pctx.Err() == nil {
-				req, _ := http.NewRequestWithContext(pctx, "GET", base+"/v1/shape?table=kv&where=k+%3D+"+strconv.Itoa(i+1)+"&offset="+off+"&handle="+h+"&live=true", nil)
+				req, _ := http.NewRequestWithContext(pctx, "GET", base+"/v1/shape?table=kv&where="+where(i)+"&offset="+off+"&handle="+h+"&live=true", nil)
 				res, err := client.Do(req)
 				if err != nil {
 					return
@@ -292,8 +322,8 @@ func TestBenchManyShapesLatency(t *testing.T) {
 	wg.Wait()
 	tr.CloseIdleConnections()
 	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
-	t.Logf("write-to-client latency, %d `k = const` shapes each with a long-polling client, %d writes one at a time: p50 %v p99 %v max %v; load %s",
-		n, len(lat), lat[len(lat)/2].Round(10*time.Microsecond), lat[len(lat)*99/100].Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond), loadAvg())
+	t.Logf("write-to-client latency, %d %s shapes each with a long-polling client, %d writes one at a time: p50 %v p99 %v max %v; load %s",
+		n, kind, len(lat), lat[len(lat)/2].Round(10*time.Microsecond), lat[len(lat)*99/100].Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond), loadAvg())
 }
 
 // TestBenchFanOut: one shape, C long-polling clients, one transaction of

@@ -399,7 +399,14 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 			srv.refetchFor(w, ctx, req.def)
 			return
 		}
-		oob := !req.offset.Virtual() && !req.offset.Before && req.offset.Compare(latest) > 0 && req.offset.Compare(Offset{Tx: seen}) > 0
+		// Past the shape's end: out of bounds, unless the shape is
+		// still catching up after a restart (its new position will pass
+		// every offset it ever handed out).
+		past := !req.offset.Virtual() && !req.offset.Before && req.offset.Compare(latest) > 0 && req.offset.Compare(Offset{Tx: seen}) > 0
+		oob := past && st == ready
+		if past && st != ready {
+			res.wait = true
+		}
 		empty := loc == nil && len(res.msgs) == 0
 		wait := res.wait || (empty && !res.upToDate) || oob || (req.live && empty)
 		if wait {
