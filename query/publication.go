@@ -80,17 +80,29 @@ func (p *PGPublication) loadLocked(ctx context.Context) (map[uint32]bool, error)
 }
 
 // Publishes implements Publication. A table missing from the tables last
-// read makes it read them again first, unless that read began less than
-// reloadEvery ago.
+// read is looked up in a read of the publication that began after the
+// caller asked, so a table just created under FOR ALL TABLES, or just
+// added, is served at once. Reads begin at most every reloadEvery: a
+// caller waits (at most that long, and never past ctx) for the next one,
+// and callers that queue meanwhile share it.
 func (p *PGPublication) Publishes(ctx context.Context, t *Table) (bool, error) {
 	if ok, _ := p.has(t.OID); ok {
 		return true, nil
 	}
+	asked := time.Now()
 	p.loadMu.Lock()
 	defer p.loadMu.Unlock()
-	// Another caller may have read it meanwhile.
-	if ok, at := p.has(t.OID); ok || time.Since(at) < reloadEvery {
+	// A read that began after this caller asked answers it.
+	if ok, at := p.has(t.OID); ok || at.After(asked) {
 		return ok, nil
+	} else if wait := reloadEvery - time.Since(at); wait > 0 {
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return false, ctx.Err()
+		}
 	}
 	tables, err := p.loadLocked(ctx)
 	if err != nil {
