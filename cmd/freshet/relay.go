@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -14,6 +17,9 @@ import (
 
 	"github.com/freshetdb/freshet/bus"
 	"github.com/freshetdb/freshet/pgwal"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 const relayUsage = `Usage: freshet relay --dsn DSN --bus nats://HOST:4222 [flags]
@@ -33,6 +39,7 @@ type relayConfig struct {
 	Relay    bus.RelayConfig
 	LogLevel slog.Level
 	Every    time.Duration // stats log line cadence; 0 = none
+	Listen   string        // address of /healthz, /metrics and /stats; "" = none
 
 	// Logger, when set, is used instead of a text logger at LogLevel.
 	Logger *slog.Logger
@@ -87,6 +94,7 @@ func (m *Main) parseRelayFlags(args []string) (*relayConfig, error) {
 		maxPending  = fs.Int("max-pending", bus.DefaultMaxPending, "most messages published and not yet acknowledged by the bus")
 		pubTimeout  = fs.Duration("publish-timeout", bus.DefaultPublishTimeout, "longest wait for the bus to acknowledge a message before the session starts again")
 		every       = fs.Duration("stats-interval", 30*time.Second, "how often a line of counters is logged; 0 turns it off")
+		listen      = fs.String("listen", "", "serve /healthz, /metrics (Prometheus) and /stats (JSON) on this address, e.g. 127.0.0.1:7071; empty: none")
 		logLevel    = fs.String("log-level", "info", "log level: debug, info, warn or error")
 	)
 	settings := busSettingsFlags(fs)
@@ -113,7 +121,7 @@ func (m *Main) parseRelayFlags(args []string) (*relayConfig, error) {
 	if err := bus.ValidateURL(*busURL); err != nil {
 		return nil, bad("--bus: %v (or set FRESHET_BUS)", err)
 	}
-	cfg := &relayConfig{Every: *every}
+	cfg := &relayConfig{Every: *every, Listen: *listen}
 	rc := &cfg.Relay
 	rc.URL = *busURL
 	rc.Stream = def
@@ -200,5 +208,58 @@ func (m *Main) relay(ctx context.Context, cfg *relayConfig) error {
 			}
 		}()
 	}
+	if cfg.Listen != "" {
+		stop, err := serveRelayHTTP(cfg.Listen, r, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	return r.Run(ctx)
+}
+
+// serveRelayHTTP serves the relay's counters until stop.
+func serveRelayHTTP(addr string, r *bus.Relay, log *slog.Logger) (stop func(), err error) {
+	reg := prometheus.NewRegistry()
+	counter := func(name, help string, f func(bus.Stats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(r.Stats()) })
+	}
+	gauge := func(name, help string, f func(bus.Stats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(r.Stats()) })
+	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		counter("freshet_relay_messages_total", "Messages the bus acknowledged.", func(s bus.Stats) float64 { return float64(s.Messages) }),
+		counter("freshet_relay_events_total", "Transaction fragments and heartbeats in them.", func(s bus.Stats) float64 { return float64(s.Events) }),
+		counter("freshet_relay_sessions_total", "Sessions started (the first and every restart).", func(s bus.Stats) float64 { return float64(s.Sessions) }),
+		counter("freshet_relay_new_epochs_total", "Epochs this relay started (every replica then hydrates again).", func(s bus.Stats) float64 { return float64(s.NewEpochs) }),
+		gauge("freshet_relay_acked_lsn", "The last position acknowledged to the slot.", func(s bus.Stats) float64 { return float64(s.Acked) }),
+	)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/stats", func(w http.ResponseWriter, _ *http.Request) {
+		s := r.Stats()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"messages": s.Messages, "events": s.Events, "acked": s.Acked.String(),
+			"epoch": s.Epoch, "sessions": s.Sessions, "new_epochs": s.NewEpochs, "version": Version})
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (--listen): %w", addr, err)
+	}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := hs.Serve(ln); err != nil && err != http.ErrServerClosed {
+			log.Warn("relay: serve http", "err", err)
+		}
+	}()
+	log.Info("relay: serving /healthz, /metrics and /stats", "addr", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+		<-done
+	}, nil
 }

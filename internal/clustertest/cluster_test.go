@@ -207,8 +207,9 @@ func TestCluster(t *testing.T) {
 	ctlFile := filepath.Join(dir, "ctl.jsonl")
 	startProc(t, "control tail", nil, "tail", "--dsn", db.DSN, "--slot", "ctl_"+slot[2:], "--publication", "ctl_"+slot[2:],
 		"--create", "--output", ctlFile, "--heartbeat", "0")
+	relayHTTP := freeAddr(t)
 	relayArgs := []string{"relay", "--dsn", db.DSN, "--bus", busURL, "--slot", slot, "--publication", slot,
-		"--heartbeat", "100ms", "--stats-interval", "0"}
+		"--heartbeat", "100ms", "--stats-interval", "0", "--listen", relayHTTP}
 	relay := startProc(t, "relay", nil, relayArgs...)
 	servetest.Eventually(t, time.Minute, func() string {
 		var n int
@@ -243,7 +244,12 @@ func TestCluster(t *testing.T) {
 
 	// The writer.
 	var writes atomic.Int64
-	wctx, stopWriter := context.WithCancel(ctx)
+	// The writer stops between transactions (a context cancelled in the
+	// middle of one could leave its COMMIT to land after the reference
+	// read at the end).
+	var stopping atomic.Bool
+	wctx := ctx
+	stopWriter := func() { stopping.Store(true) }
 	writerDone := make(chan error, 1)
 	wconn, err := pgx.Connect(ctx, db.DSN)
 	if err != nil {
@@ -251,7 +257,7 @@ func TestCluster(t *testing.T) {
 	}
 	defer wconn.Close(context.Background())
 	go func() {
-		for wctx.Err() == nil {
+		for !stopping.Load() {
 			b := &pgx.Batch{}
 			b.Queue("BEGIN")
 			n := 1 + rand.IntN(3)
@@ -263,9 +269,6 @@ func TestCluster(t *testing.T) {
 			}
 			b.Queue("COMMIT")
 			if err := wconn.SendBatch(wctx, b).Close(); err != nil {
-				if wctx.Err() != nil {
-					break
-				}
 				writerDone <- err
 				return
 			}
@@ -504,6 +507,24 @@ func TestCluster(t *testing.T) {
 		if ctl[i] != onBus[i] {
 			t.Fatalf("transaction %d: control tail at %v, bus at %v", i, ctl[i], onBus[i])
 		}
+	}
+	if want := int(writes.Load()) + 1; len(onBus) != want {
+		t.Fatalf("the bus holds %d transactions, the writer committed %d and the end mark 1", len(onBus), want-1)
+	}
+	// The relay's counters: the restarted relay's own session, and no new
+	// epoch (nothing here lost messages).
+	resp, err := http.Get("http://" + relayHTTP + "/stats")
+	if err != nil {
+		t.Fatalf("relay /stats: %v", err)
+	}
+	var rs struct {
+		Messages  int64 `json:"messages"`
+		NewEpochs int64 `json:"new_epochs"`
+	}
+	json.NewDecoder(resp.Body).Decode(&rs)
+	resp.Body.Close()
+	if rs.Messages == 0 || rs.NewEpochs != 0 {
+		t.Fatalf("relay /stats: %+v, want messages and no new epoch", rs)
 	}
 	t.Logf("%d writer transactions, %d on the bus and the control tail; %d keys moved in cache 0", writes.Load(), len(onBus), caches[0].Moved())
 }
