@@ -235,7 +235,7 @@ func TestBenchManyShapesLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := servetest.Start(t, servetest.Options{DSN: db.DSN, Slot: servetest.SlotFor("shb_", db.Name),
-		Args: []string{"--shape-insecure", "--shape-data-dir", t.TempDir(), "--shape-max-shapes", strconv.Itoa(n + 10), "--shape-long-poll", "60s"}})
+		Args: []string{"--shape-data-dir", t.TempDir(), "--shape-max-shapes", strconv.Itoa(n + 10), "--shape-long-poll", "60s"}})
 	base := "http://" + srv.Addr
 	tr := &http.Transport{MaxIdleConnsPerHost: n + 100}
 	client := &http.Client{Transport: tr}

@@ -61,7 +61,7 @@ func TestElectricClient(t *testing.T) {
 	db := pgtest.NewDB(t)
 	data := t.TempDir()
 	srv := servetest.Start(t, servetest.Options{DSN: db.DSN, Slot: servetest.SlotFor("shn_", db.Name),
-		Args: []string{"--shape-insecure", "--shape-data-dir", data, "--shape-chunk-bytes", "10000",
+		Args: []string{"--shape-data-dir", data, "--shape-chunk-bytes", "10000",
 			"--shape-allow-deletion", "--shape-long-poll", "20s", "--shape-retention", "1m"}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -140,7 +140,6 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 		shIdle      = dur("shape-idle-expiry", "FRESHET_SHAPE_IDLE_EXPIRY", shDef.IdleExpiry, "a shape no request used for this long is removed")
 		shRetention = dur("shape-retention", "FRESHET_SHAPE_RETENTION", shDef.Retention, "how long a superseded shape snapshot and its log stay readable")
 		shSecret    = fs.String("shape-secret", "", "secret the shape API requires (?secret= or Authorization: Bearer; default $FRESHET_SHAPE_SECRET; prefer the variable)")
-		shInsecure  = optBool(fs, "shape-insecure", "serve the shape API without a secret, where anyone who reaches the port reads the allowed tables; a bool flag ($FRESHET_SHAPE_INSECURE)")
 		shTables    = str("shape-tables", "FRESHET_SHAPE_TABLES", "", "allow-list of tables (and columns) the shape API serves, e.g. public.items,users(id,name); default every table of the publication")
 		shAllowDel  = optBool(fs, "shape-allow-deletion", "allow DELETE /v1/shape; a bool flag ($FRESHET_SHAPE_ALLOW_DELETION)")
 		shPeers     = str("shape-peers", "FRESHET_SHAPE_PEERS", "", "every replica serving the shape API, http://host:port comma-separated: each shape is served by one of them (its origin), others redirect to it (docs/scale-out.md)")
@@ -245,9 +244,6 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 	if cfg.Shape.Secret == "" {
 		cfg.Shape.Secret = os.Getenv("FRESHET_SHAPE_SECRET")
 	}
-	if cfg.Shape.Insecure, err = boolFlag(fs, "shape-insecure", *shInsecure, "FRESHET_SHAPE_INSECURE"); err != nil {
-		return nil, bad("%v", err)
-	}
 	if cfg.Shape.AllowDeletion, err = boolFlag(fs, "shape-allow-deletion", *shAllowDel, "FRESHET_SHAPE_ALLOW_DELETION"); err != nil {
 		return nil, bad("%v", err)
 	}
@@ -321,6 +317,12 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 	if err := cfg.Stream.Validate(); err != nil {
 		return nil, bad("%v", err)
 	}
+	// The shape API takes its own secret, else the s2s token, and is
+	// open exactly when the server is started --insecure.
+	if cfg.Shape.Secret == "" {
+		cfg.Shape.Secret = cfg.S2S.Token
+	}
+	cfg.Shape.Insecure = cfg.Insecure
 	if cfg.S2S.Token == "" && !cfg.Insecure {
 		return nil, bad("no token set: set FRESHET_S2S_TOKEN (or --token) to the bearer token clients must present, " +
 			"or pass --insecure (FRESHET_INSECURE=true) to serve without one, where anyone who reaches the port can read every followed table")
@@ -450,7 +452,7 @@ func (m *Main) serve(ctx context.Context, cfg *serveConfig) error {
 		defer cfg.shapePeers.stop()
 	}
 	if !cfg.Shape.Insecure && cfg.Shape.Secret == "" {
-		log.Warn("shape API: no secret (--shape-secret / FRESHET_SHAPE_SECRET) and not --shape-insecure: every /v1/shape request answers 401")
+		log.Warn("shape API: no secret (--shape-secret / FRESHET_SHAPE_SECRET) and not --insecure: every /v1/shape request answers 401")
 	}
 
 	// One generation is one engine and its s2s server on one run of the

@@ -658,7 +658,7 @@ func TestShapeOrigin(t *testing.T) {
 	for i, a := range addrs {
 		p := startProc(t, "replica "+string(rune('A'+i)), []string{"GOMAXPROCS=1"}, "serve", "--dsn", db.DSN, "--source", busURL,
 			"--slot", slot, "--publication", slot, "--listen", a, "--lag-interval", "100ms", "--shutdown-timeout", "2s", "--insecure",
-			"--shape-insecure", "--shape-data-dir", filepath.Join(dir, "shapes", strconv.Itoa(i)),
+			"--shape-data-dir", filepath.Join(dir, "shapes", strconv.Itoa(i)),
 			"--shape-peers", strings.Join(peers, ","), "--shape-self", peers[i])
 		reps = append(reps, p)
 	}
