@@ -75,12 +75,6 @@ var queryCases = []hostileCase{
 				oldEnd = f
 			case f["id"] == "new" && f["type"] == "accepted":
 				accepted = f
-			case f["id"] == "new" && f["type"] == "refused" && f["code"] == "not_published" && f["retryable"] == true:
-				// The engine asks the publication for a table it has
-				// not seen at most every 250 ms: a table made just now
-				// may be refused once, retryable; a retry reads it.
-				time.Sleep(300 * time.Millisecond)
-				c.send(t, subscribeFrameID("new", sql))
 			default:
 				t.Fatalf("frame %.300v, want old ended table_dropped and new accepted", f)
 			}
