@@ -156,8 +156,21 @@ func (r resp) msgs(t *testing.T) []map[string]any {
 	return out
 }
 
-// get sends a request with the given query parameters.
+// do sends a request. A 503 saying the shape is not ready yet is retried,
+// as Electric's client retries it (a slow machine may take longer than a
+// test's short long-poll to hydrate).
 func (e *env) do(method string, q url.Values, hdr map[string]string, body string) resp {
+	e.t.Helper()
+	for i := 0; ; i++ {
+		r := e.do1(method, q, hdr, body)
+		if r.code != 503 || i == 100 || !(strings.Contains(r.body, "snapshot_pending") || strings.Contains(r.body, "shape_not_ready")) {
+			return r
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (e *env) do1(method string, q url.Values, hdr map[string]string, body string) resp {
 	e.t.Helper()
 	u := e.url + "/v1/shape"
 	if q != nil {
