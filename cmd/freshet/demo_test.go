@@ -92,10 +92,28 @@ func TestParseDemoFlags(t *testing.T) {
 
 // scenarioConfig is the scenario tests' load: sixteen readers, the whole
 // writer mix.
+// scenarioLoad is the scenario tests' readers and writer rate: sixteen
+// readers and 40 writes a second, a quarter of that under the race
+// detector.
+func scenarioLoad() []string {
+	if raceEnabled {
+		return []string{"--readers", "4", "--rate", "10"}
+	}
+	return []string{"--readers", "16", "--rate", "40"}
+}
+
+// slow scales a test's time budget: three times under the race detector.
+func slow(d time.Duration) time.Duration {
+	if raceEnabled {
+		return 3 * d
+	}
+	return d
+}
+
 func scenarioConfig(t *testing.T, dsn, slot string) *demoConfig {
 	t.Helper()
-	cfg, err := (&Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}).parseDemoFlags("", []string{
-		"--dsn", dsn, "--slot", slot, "--readers", "16", "--rate", "40", "--seed", "42", "--hot", "300", "--keys", "8"})
+	cfg, err := (&Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}).parseDemoFlags("", append([]string{
+		"--dsn", dsn, "--slot", slot, "--seed", "42", "--hot", "300", "--keys", "8"}, scenarioLoad()...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,14 +143,14 @@ func checkAnswers(t *testing.T, what string, mms []ticketdesk.Mismatch) {
 	}
 }
 
-// TestDemoScenario runs `freshet demo serve`: sixteen readers under the
-// whole writer mix for 15 s (longer if the verifier has not finished two
+// TestDemoScenario runs `freshet demo serve`: sixteen readers (four under
+// the race detector) under the whole writer mix for 15 s (longer if the verifier has not finished two
 // passes by then), reading /stats on the desk's port as it goes, then
 // stops it as Ctrl-C would. It must end with zero mismatches (serve exits
 // 1 otherwise), having answered reads from memory.
 func TestDemoScenario(t *testing.T) {
 	db := pgtest.NewDB(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), slow(3*time.Minute))
 	defer cancel()
 	run, stop := context.WithCancel(ctx)
 	defer stop()
@@ -140,8 +158,8 @@ func TestDemoScenario(t *testing.T) {
 	m := &Main{Stdout: stdout, Stderr: stderr}
 	done := make(chan error, 1)
 	go func() {
-		done <- m.Run(run, []string{"demo", "serve", "--dsn", db.DSN, "--slot", db.Name, "--readers", "16", "--rate", "40",
-			"--seed", "42", "--hot", "300", "--keys", "8", "--plain", "--checkpoint-every", "3s"})
+		done <- m.Run(run, append([]string{"demo", "serve", "--dsn", db.DSN, "--slot", db.Name,
+			"--seed", "42", "--hot", "300", "--keys", "8", "--plain", "--checkpoint-every", "3s"}, scenarioLoad()...))
 	}()
 	// The desk's address is printed once everything runs.
 	var desk string
@@ -223,7 +241,7 @@ func TestDemoCtrlC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a PostgreSQL cluster of its own")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), slow(2*time.Minute))
 	defer cancel()
 	stdout, stderr := &syncBuffer{}, &syncBuffer{}
 	done := make(chan error, 1)
@@ -263,7 +281,7 @@ func TestDemoEngineRestart(t *testing.T) {
 		t.Skip("builds the binary and runs it as a subprocess")
 	}
 	db := pgtest.NewDB(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), slow(3*time.Minute))
 	defer cancel()
 	cfg := scenarioConfig(t, db.DSN, db.Name)
 	// Seed first, so the engine starts on a seeded desk.
@@ -346,7 +364,7 @@ func TestDemoMigrate(t *testing.T) {
 	for _, kind := range []string{"widen", "new-type", "drop"} {
 		t.Run(kind, func(t *testing.T) {
 			db := pgtest.NewDB(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), slow(3*time.Minute))
 			defer cancel()
 			cfg := scenarioConfig(t, db.DSN, db.Name)
 			cfg.Kind, cfg.Load = kind, 3*time.Second

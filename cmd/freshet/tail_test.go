@@ -342,7 +342,7 @@ func TestTailKillResume(t *testing.T) {
 	// The writer commits numbered transactions of one row each; every
 	// 25th inserts 20,000 rows, which arrive in several fragments and are
 	// written in pieces, so kills also land inside a line and leave it torn.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), slow(3*time.Minute))
 	defer cancel()
 	writerCtx, stopWriter := context.WithCancel(ctx)
 	defer stopWriter()
