@@ -226,7 +226,7 @@ func (s *Shape) waitFirst(ctx context.Context, d time.Duration, needReady bool) 
 	for {
 		s.mu.Lock()
 		done := s.st == gone || (len(s.gens) > 0 && (!needReady || s.st == ready))
-		ch := s.changed
+		ch := s.waitLocked()
 		s.mu.Unlock()
 		if done {
 			return true
@@ -374,7 +374,7 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 		s.mu.Lock()
 		res, loc := s.readLocked(req.offset, srv.cfg.ChunkBytes)
 		seen := s.resumeLocked(pos)
-		st, ch, latest := s.st, s.changed, s.latest
+		st, ch, latest := s.st, s.waitLocked(), s.latest
 		if res.stale {
 			// An offset older than what is kept: start again. The
 			// handle the client holds must not come back (Electric's

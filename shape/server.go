@@ -335,7 +335,7 @@ func (srv *Server) getOrCreate(ctx context.Context, def definition) (*Shape, *fi
 }
 
 func (srv *Server) newShape(def definition, cols []column, handle string) *Shape {
-	return &Shape{srv: srv, def: def, lay: srv.layoutOf(def, cols), handles: []string{handle}, changed: make(chan struct{}), used: time.Now(),
+	return &Shape{srv: srv, def: def, lay: srv.layoutOf(def, cols), handles: []string{handle}, used: time.Now(),
 		dir: filepath.Join(srv.cfg.DataDir, handle), logName: "log-1"}
 }
 

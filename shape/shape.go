@@ -75,7 +75,7 @@ type Shape struct {
 	snapJob  *snapJob
 	lastOff  Offset // the last change's offset, pending ones included
 	latest   Offset // the last durable change's offset (or chunk end)
-	changed  chan struct{}
+	changed  chan struct{} // nil until a request waits (waitLocked)
 	used     time.Time
 	logName  string
 	logBytes int64
@@ -110,9 +110,21 @@ func (s *Shape) Handle() string {
 	return s.handleLocked()
 }
 
+// waitLocked returns the channel closed at the shape's next change; it is
+// made only when a request waits (most shapes have no waiter most of the
+// time, and a channel is 96 bytes).
+func (s *Shape) waitLocked() <-chan struct{} {
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
+}
+
 func (s *Shape) wakeLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 }
 
 // Send implements engine.Sink: it runs on the engine's goroutine and

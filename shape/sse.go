@@ -42,7 +42,7 @@ func (srv *Server) serveSSE(w http.ResponseWriter, r *http.Request, s *Shape, re
 		s.mu.Lock()
 		res, loc := s.readLocked(off, srv.cfg.ChunkBytes)
 		seen := s.resumeLocked(pos)
-		st, ch := s.st, s.changed
+		st, ch := s.st, s.waitLocked()
 		s.mu.Unlock()
 		if res.stale || st == gone {
 			// Errors are not events: end the stream; the client's next
