@@ -1,7 +1,7 @@
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { ShapeStream, Shape } from '@electric-sql/client'
-import { sql, db, unique, follow, until, rowsText, pgText, sameRows, closeDb, SHAPE_URL, control } from './lib.mjs'
+import { sql, db, unique, follow, until, rowsText, pgText, sameRows, closeDb, SHAPE_URL, control } from '../lib.mjs'
 import pg from 'pg'
 
 after(closeDb)

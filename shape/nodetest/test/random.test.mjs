@@ -7,7 +7,7 @@
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { ShapeStream } from '@electric-sql/client'
-import { sql, unique, until, pgText, sameRows, closeDb, SHAPE_URL, control, norm, track } from './lib.mjs'
+import { sql, unique, until, pgText, sameRows, closeDb, SHAPE_URL, control, norm, track } from '../lib.mjs'
 
 after(closeDb)
 

@@ -1,7 +1,7 @@
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { ShapeStream, Shape } from '@electric-sql/client'
-import { sql, unique, follow, until, rowsText, pgText, sameRows, closeDb, SHAPE_URL } from './lib.mjs'
+import { sql, unique, follow, until, rowsText, pgText, sameRows, closeDb, SHAPE_URL } from '../lib.mjs'
 
 after(closeDb)
 
