@@ -15,9 +15,11 @@ func TestEngineExpressions(t *testing.T) {
 	r := newRig(t, itemsDDL+`
 CREATE TABLE tags (id int PRIMARY KEY, item int, label text);
 INSERT INTO tags SELECT g, g % 7, 'Tag' || g FROM generate_series(1, 12) g;
-CREATE TABLE events (id int PRIMARY KEY, at timestamptz, d date, tags text[]);
+CREATE TABLE events (id int PRIMARY KEY, at timestamptz, d date, tags text[], meta jsonb);
 INSERT INTO events SELECT g, '2024-01-01 00:00:00+00'::timestamptz + g * interval '37 hours', '2024-01-01'::date + g * 3,
-  CASE g % 4 WHEN 0 THEN '{x}'::text[] WHEN 1 THEN '{x,y}' WHEN 2 THEN '{}' END FROM generate_series(1, 30) g;`, Config{})
+  CASE g % 4 WHEN 0 THEN '{x}'::text[] WHEN 1 THEN '{x,y}' WHEN 2 THEN '{}' END,
+  CASE g % 3 WHEN 0 THEN jsonb_build_object('k', g, 'a', jsonb_build_array(g, 'v')) WHEN 1 THEN '{"n": 1, "z": null}' END
+  FROM generate_series(1, 30) g;`, Config{})
 	const (
 		plain = `SELECT id, qty * 2 + 1 AS q2, upper(name) AS n, CASE WHEN qty > 5 THEN 'big' ELSE 'small' END AS size,
   COALESCE(name, '-') || ':' || qty AS label, qty::numeric / 3 AS third, substr(name, 2, 3) AS mid
@@ -33,7 +35,9 @@ INSERT INTO events SELECT g, '2024-01-01 00:00:00+00'::timestamptz + g * interva
 	_, dt := r.subscribe(dates)
 	const arrays = `SELECT id, cardinality(tags) AS n, array_length(tags, 1) AS l FROM events WHERE tags @> '{x}' OR 'y' = ANY(tags) OR tags && ARRAY['z']`
 	_, ar := r.subscribe(arrays)
-	waitAccepted(t, p, w, j, dt, ar)
+	const jsons = `SELECT id, meta -> 'a' AS a, meta ->> 'k' AS k, meta #>> '{a,1}' AS v FROM events WHERE meta ? 'k' OR meta @> '{"n": 1}'`
+	_, js := r.subscribe(jsons)
+	waitAccepted(t, p, w, j, dt, ar, js)
 	r.check(dt, dates, false)
 	r.check(p, plain, false)
 
@@ -50,6 +54,8 @@ INSERT INTO events SELECT g, '2024-01-01 00:00:00+00'::timestamptz + g * interva
 	r.exec("INSERT INTO events VALUES (100, 'infinity', 'infinity', '{z,NULL}'), (101, '2024-01-15 12:00:00+00', '0044-03-15 BC', '{y,y}')")
 	r.exec("UPDATE events SET tags = '{}' WHERE id IN (1, 5)")
 	r.exec("UPDATE events SET tags = '{{x,q},{r,s}}' WHERE id = 2")
+	r.exec(`UPDATE events SET meta = '{"n": 1.0, "k": "text", "a": {"b": [1]}}' WHERE id IN (4, 5)`)
+	r.exec(`UPDATE events SET meta = '{"n": 2}' WHERE id = 1`)
 	r.quiesce(30 * time.Second)
 
 	r.check(p, plain, false)
@@ -58,6 +64,7 @@ INSERT INTO events SELECT g, '2024-01-01 00:00:00+00'::timestamptz + g * interva
 	r.check(j, join, false)
 	r.check(dt, dates, false)
 	r.check(ar, arrays, false)
+	r.check(js, jsons, false)
 }
 
 // A row that makes PostgreSQL raise an error (division by zero, integer

@@ -57,7 +57,10 @@ func (c *compiler) arrayOp(a *pg.A_Expr, kind arrayKind, name string) (*expr, er
 		return nil, err
 	}
 	if familyOf(l.oid) == famJSON || familyOf(r.oid) == famJSON {
-		return nil, refusalAt(a.Location, CodeOperator, "operator %s on jsonb is not supported", name)
+		if kind == arrOverlap {
+			return nil, refusalAt(a.Location, CodeOperator, "operator && on jsonb does not exist")
+		}
+		return c.jsonContains(l, r, kind == arrContainedBy, a.Location)
 	}
 	elem, ok := arrayElemOf(l.oid)
 	if !ok || l.oid != r.oid || c.arrayIsOther(l) || c.arrayIsOther(r) {
@@ -195,6 +198,8 @@ func (c *compiler) anyArrayExpr(a *pg.A_Expr, op cmpOp, isAny bool) (*expr, erro
 
 // evalAnyArray evaluates an opAnyArray predicate.
 func (e *expr) evalAnyArray(row Row) Tri {
+	// Both sides are evaluated first (one that raises raises).
+	v := e.l.value(row, e.fam)
 	av := e.r.sx.eval(row)
 	if av == nil {
 		return Unknown
@@ -203,7 +208,6 @@ func (e *expr) evalAnyArray(row Row) Tri {
 	if len(elems) == 0 {
 		return triOf(!e.any)
 	}
-	v := e.l.value(row, e.fam)
 	if v == nil {
 		return Unknown
 	}

@@ -303,6 +303,9 @@ func (e *expr) eval(row Row) Tri {
 		}
 		return triOf(v.(bool))
 	case opIn:
+		if e.raises {
+			e.l.value(row, e.fam) // evaluated before the list is looked at
+		}
 		if len(e.vals) == 0 && !e.null {
 			// x = ANY('{}') is false and x <> ALL('{}') true, even for NULL x.
 			return triOf(e.negate)
@@ -320,6 +323,9 @@ func (e *expr) eval(row Row) Tri {
 		}
 		return triOf(e.negate)
 	case opAnyAll:
+		if e.raises {
+			e.l.value(row, e.fam)
+		}
 		if len(e.vals) == 0 {
 			return triOf(!e.any)
 		}

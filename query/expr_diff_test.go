@@ -78,7 +78,7 @@ func (g *exprGen) text(d int) string {
 		}
 		return g.pick("t", "tc", "v", "c", "nm", "t", "t")
 	}
-	switch g.rng.Intn(20) {
+	switch g.rng.Intn(21) {
 	case 0, 1:
 		return fmt.Sprintf("(%s || %s)", g.text(d-1), g.text(d-1))
 	case 2:
@@ -115,12 +115,14 @@ func (g *exprGen) text(d int) string {
 		return fmt.Sprintf("(%s)::%s", g.pick("i4", "n", "f8", "f4", "bo", "d", "ts", "tt", "c", "u", "iv", "tm", g.num(d-1)), g.pick("text", "varchar(3)", "char(3)", "varchar"))
 	case 18:
 		return fmt.Sprintf("(%s)::%s", g.text(d-1), g.pick("text", "varchar(2)", "char(4)", "bpchar"))
+	case 19:
+		return fmt.Sprintf("(%s %s %s)", g.jsonb(d-1), g.pick("->>", "->>", "#>>"), g.jsonKey())
 	}
 	return g.pick("(ts)::date::text", "(tt)::date::text", "(d)::timestamp::text", "(d)::timestamptz::text", "(tt)::timestamp::text")
 }
 
 func (g *exprGen) cond(d int) string {
-	switch g.rng.Intn(9) {
+	switch g.rng.Intn(11) {
 	case 0:
 		return fmt.Sprintf("starts_with(%s, %s)", g.text(d), g.pick("'a'", "''", "'É'", "t"))
 	case 1:
@@ -135,8 +137,26 @@ func (g *exprGen) cond(d int) string {
 		return g.pick("bo", "NOT bo", "bo IS NOT TRUE")
 	case 6:
 		return g.arrayCond(d)
+	case 7, 8:
+		return g.jsonCond(d)
 	}
 	return fmt.Sprintf("%s %s %s", g.num(d), g.pick("=", "<>", "<", "<=", ">", ">="), g.num(d))
+}
+
+// jsonb draws a jsonb expression.
+func (g *exprGen) jsonb(d int) string {
+	if d <= 0 || g.rng.Intn(2) == 0 {
+		return g.pick("js", "js", "js", `'{"a": {"b": 2}, "c": [3]}'::jsonb`, `'{"b": 1, "a": {"zz": 1, "b": [1, "x"], "y": null}}'::jsonb`)
+	}
+	op := g.pick("->", "->", "#>")
+	return fmt.Sprintf("(%s %s %s)", g.jsonb(d-1), op, g.jsonKey())
+}
+
+// jsonKey is a key, index or path for ->, ->>, #> and #>> (a path
+// only suits #> and #>>, a key or index only -> and ->>: the server
+// refuses the others, and so must Compile).
+func (g *exprGen) jsonKey() string {
+	return g.pick("'a'", "'b'", "'c'", "'aa'", "0", "1", "-1", "2", "'{a,b}'", "'{a,b,1}'", "'{b,2,c}'", "'{}'", "'{ 1}'", "'{a,0}'", "i2")
 }
 
 // arrayCond draws a condition on the array columns.
@@ -156,6 +176,17 @@ func (g *exprGen) arrayCond(d int) string {
 		return fmt.Sprintf("%s %s %s(tar)", g.pick("t", "v", "tc", "'a'", "lower(t)"), g.pick("=", "<>", "<", ">="), g.pick("ANY", "ALL"))
 	}
 	return fmt.Sprintf("NOT (ar %s ar)", g.pick("@>", "&&"))
+}
+
+// jsonCond draws a condition on jsonb.
+func (g *exprGen) jsonCond(d int) string {
+	switch g.rng.Intn(3) {
+	case 0:
+		return fmt.Sprintf("%s ? %s", g.jsonb(d), g.pick("'a'", "'b'", "'s'", "'n'", "t"))
+	case 1:
+		return fmt.Sprintf("%s %s %s", g.jsonb(d), g.pick("@>", "<@"), g.pick(`'{"a": 1}'`, `'[1]'`, `'1.5'`, `'{}'`, `'[[2]]'`, `'{"b": [{"c": "x\n\"y"}]}'`, "js", `'"a"'`, `'{"a": 1, "b": [1, 2, {"c": "x\n\"y"}], "z": 1}'`, `'1'`, `'"s"'`, `'true'`))
+	}
+	return fmt.Sprintf("(%s ->> %s) %s %s", g.jsonb(d), g.jsonKey(), g.pick("=", "<", "IS NOT DISTINCT FROM"), g.pick("'s'", "'1'", "t", "'[1, 2]'"))
 }
 
 // unit is a unit of date_trunc, extract or date_part, as people write
@@ -180,8 +211,11 @@ func (g *exprGen) expr(d int) string {
 	case 2, 3:
 		return g.text(d)
 	case 4:
-		if g.rng.Intn(2) == 0 {
+		switch g.rng.Intn(3) {
+		case 0:
 			return g.timestamp(d)
+		case 1:
+			return g.jsonb(d + 1)
 		}
 	}
 	return g.cond(d)
@@ -269,6 +303,7 @@ func TestExprDifferential(t *testing.T) {
 	g := &exprGen{rng: rng}
 	var accepted, refused, rowsCompared, errorsCompared int
 	reasons := map[Code]int{}
+	covered := map[string]int{}
 	for i := 0; i < n && !t.Failed(); i++ {
 		e := g.expr(1 + rng.Intn(3))
 		sql := fmt.Sprintf("SELECT id, %s AS x FROM vals", e)
@@ -294,6 +329,11 @@ func TestExprDifferential(t *testing.T) {
 			continue
 		}
 		accepted++
+		for _, c := range exprConstructs {
+			if strings.Contains(e, c) {
+				covered[c]++
+			}
+		}
 		// The server's type for the expression.
 		sd, err := conn.PgConn().Prepare(ctx, "", "SELECT "+e+" FROM vals", nil)
 		if err != nil {
@@ -356,7 +396,25 @@ func TestExprDifferential(t *testing.T) {
 	if errorsCompared == 0 {
 		t.Errorf("no row raised an error: the overflow and division cases are not exercised")
 	}
+	// Every construct is accepted some times: a regression that refuses
+	// one fails here instead of going unseen.
+	floor := max(1, n/600)
+	for _, c := range exprConstructs {
+		if covered[c] < floor && !testing.Short() {
+			t.Errorf("only %d accepted expressions use %q (want at least %d)", covered[c], c, floor)
+		}
+	}
+	if testing.Verbose() {
+		t.Logf("accepted per construct: %v", covered)
+	}
 }
+
+// exprConstructs are the constructs TestExprDifferential must see
+// accepted, by their text in the drawn expressions.
+var exprConstructs = []string{" + ", " / ", " % ", "(- ", "||", "CASE", "COALESCE", "NULLIF", "GREATEST", "LEAST",
+	"lower(", "upper(", "length(", "substr(", "substring(", "trim(", "concat(", "starts_with(", "replace(", "left(", "right(",
+	"::text", "::int4", "::numeric(", "::float4", "::date", "::char(", "date_trunc(", "extract(", "date_part(",
+	"@>", "<@", "&&", "(ar)", "(tar)", "array_length(", "cardinality(", "->>", "#>>", " -> ", " ? "}
 
 // checkWhere compiles e as a WHERE clause: EvalRow must keep exactly the
 // rows the server's value is true for, fail exactly where it fails, and

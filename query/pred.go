@@ -770,6 +770,16 @@ func (c *compiler) aexpr(a *pg.A_Expr, n *pg.Node) (*expr, error) {
 		if kind, ok := arrayOps[name]; ok && a.Lexpr != nil {
 			return c.arrayOp(a, kind, name)
 		}
+		if name == "?" && a.Lexpr != nil {
+			s, err := c.jsonOp(a, name)
+			if err != nil {
+				return nil, err
+			}
+			if s.isConst() {
+				return &expr{op: opConst, val: triOfValue(s.val)}, nil
+			}
+			return &expr{op: opBoolCol, l: operand{sx: s}, fam: famBool}, nil
+		}
 		return nil, c.unsupported(n, "in WHERE")
 	case pg.A_Expr_Kind_AEXPR_LIKE, pg.A_Expr_Kind_AEXPR_ILIKE:
 		return c.like(a, name == "!~~" || name == "!~~*", a.Kind == pg.A_Expr_Kind_AEXPR_ILIKE)

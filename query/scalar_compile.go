@@ -53,7 +53,8 @@ func (c *compiler) sexpr(n *pg.Node) (*scalar, error) {
 		if err != nil {
 			return nil, err
 		}
-		return c.fromTopnd(o), nil
+		s := c.fromTopnd(o)
+		return s, canonicalJSONB(s, o.loc)
 	case *pg.Node_TypeCast:
 		tc := x.TypeCast
 		if constTree(n) && (len(tc.TypeName.Typmods) == 0 || !constTree(tc.Arg)) {
@@ -61,7 +62,8 @@ func (c *compiler) sexpr(n *pg.Node) (*scalar, error) {
 			if err != nil {
 				return nil, err
 			}
-			return c.fromTopnd(o), nil
+			s := c.fromTopnd(o)
+			return s, canonicalJSONB(s, tc.Location)
 		}
 		arg, err := c.sexpr(tc.Arg)
 		if err != nil {
@@ -83,6 +85,12 @@ func (c *compiler) sexpr(n *pg.Node) (*scalar, error) {
 			}
 			if name == "||" {
 				return c.concatOp(a.Lexpr, a.Rexpr, a.Location)
+			}
+			switch name {
+			case "->", "->>", "#>", "#>>", "?":
+				if a.Lexpr != nil {
+					return c.jsonOp(a, name)
+				}
 			}
 			if _, ok := cmpOps[name]; !ok {
 				switch name {
@@ -123,6 +131,21 @@ func (c *compiler) fromTopnd(o topnd) *scalar {
 	return s
 }
 
+// canonicalJSONB gives a jsonb constant jsonb's own text (keys sorted and
+// unique, numbers as numeric, jsonb_out's spacing), as the server holds
+// it; a text jsonb cannot read is refused.
+func canonicalJSONB(s *scalar, loc int32) error {
+	if s.oid != change.OIDJSONB || s.val == nil {
+		return nil
+	}
+	v, err := parseJSONB(s.val.(change.JSON))
+	if err != nil {
+		return refusalAt(loc, CodeType, "invalid input syntax for type jsonb: %v", err)
+	}
+	s.val = jsonbValue(v)
+	return nil
+}
+
 // settleScalar gives an operand of unknown type the type oid.
 func (c *compiler) settleScalar(s *scalar, oid uint32) error {
 	if s.u == nil {
@@ -132,7 +155,7 @@ func (c *compiler) settleScalar(s *scalar, oid uint32) error {
 		return err
 	}
 	s.oid, s.val, s.u = s.u.oid, s.u.val, nil
-	return nil
+	return canonicalJSONB(s, -1)
 }
 
 // predScalar compiles a predicate used as a value: its truth as a bool.
@@ -952,7 +975,7 @@ func (c *compiler) castExpr(arg *scalar, tn *pg.TypeName, loc int32) (*scalar, e
 		return retype(arg, to), nil // the value as it is, without a type modifier
 	case textish(to) && to != change.OIDName:
 		if !textish(from) && (category(from) == 0 && familyOf(from) != famUUID && familyOf(from) != famInterval &&
-			familyOf(from) != famTime && familyOf(from) != famTimeTZ || arg.col != nil && c.column(arg.col).Type.Kind != change.KindBase) {
+			familyOf(from) != famTime && familyOf(from) != famTimeTZ && from != change.OIDJSONB || arg.col != nil && c.column(arg.col).Type.Kind != change.KindBase) {
 			return bad()
 		}
 		s.fn = textCast(from, to, p)
