@@ -113,7 +113,7 @@ func (m *Main) demoCluster(ctx context.Context, cfg *demoConfig) error {
 		}
 		name := fmt.Sprintf("replica-%c", 'a'+i)
 		if err := procs.start(dir, name, []string{"FRESHET_S2S_TOKEN=" + cfg.Token, "GOMAXPROCS=1"}, self, "serve", "--dsn", cfg.DSN,
-			"--source", busURL, "--slot", demoClusterSlot, "--listen", addr, "--row-limit", strconv.Itoa(ticketdesk.RowLimit), "--lag-interval", "200ms",
+			"--source", busURL, "--slot", demoClusterSlot, "--publication", demoClusterSlot, "--listen", addr, "--row-limit", strconv.Itoa(ticketdesk.RowLimit), "--lag-interval", "200ms",
 			"--log-level", "warn"); err != nil {
 			return err
 		}
