@@ -374,7 +374,7 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 		s.mu.Lock()
 		res, loc := s.readLocked(req.offset, srv.cfg.ChunkBytes)
 		seen := s.resumeLocked(pos)
-		st, ch, latest := s.st, s.waitLocked(), s.latest
+		st, latest := s.st, s.latest
 		if res.stale {
 			// An offset older than what is kept: start again. The
 			// handle the client holds must not come back (Electric's
@@ -394,11 +394,6 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 			srv.mustRefetch(w, cur)
 			return
 		}
-		s.mu.Unlock()
-		if st == gone {
-			srv.refetchFor(w, ctx, req.def)
-			return
-		}
 		// Past the shape's end: out of bounds, unless the shape is
 		// still catching up after a restart (its new position will pass
 		// every offset it ever handed out).
@@ -409,6 +404,15 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 		}
 		empty := loc == nil && len(res.msgs) == 0
 		wait := res.wait || (empty && !res.upToDate) || oob || (req.live && empty)
+		var ch <-chan struct{}
+		if wait && st != gone {
+			ch = s.waitLocked() // under the same lock as the read: no wake-up is missed
+		}
+		s.mu.Unlock()
+		if st == gone {
+			srv.refetchFor(w, ctx, req.def)
+			return
+		}
 		if wait {
 			limit := deadline
 			if oob {

@@ -120,6 +120,9 @@ func (srv *Server) dirty(s *Shape) {
 	}
 }
 
+// flushConcurrency is how many shapes the writer flushes at once.
+const flushConcurrency = 8
+
 // writer makes pending changes durable, shape by shape, and publishes
 // them.
 func (srv *Server) writer() {
@@ -134,14 +137,27 @@ func (srv *Server) writer() {
 		set := srv.dirtySet
 		srv.dirtySet = map[*Shape]struct{}{}
 		srv.dirtyMu.Unlock()
+		// Shapes are flushed a few at a time: each flush ends with an
+		// fsync, and a transaction that touches many shapes should not
+		// wait for their fsyncs one after another (the filesystem's
+		// journal commits concurrent ones together).
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, flushConcurrency)
 		for s := range set {
-			if err := s.flush(); err != nil {
-				srv.log.Error("shape: cannot write its log; the shape is dropped (its clients will refetch)", "dir", s.dir, "err", err)
-				s.mu.Lock()
-				s.goneLocked("its log could not be written: " + err.Error())
-				s.mu.Unlock()
-			}
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				if err := s.flush(); err != nil {
+					srv.log.Error("shape: cannot write its log; the shape is dropped (its clients will refetch)", "dir", s.dir, "err", err)
+					s.mu.Lock()
+					s.goneLocked("its log could not be written: " + err.Error())
+					s.mu.Unlock()
+				}
+			}()
 		}
+		wg.Wait()
 	}
 }
 

@@ -42,7 +42,11 @@ func (srv *Server) serveSSE(w http.ResponseWriter, r *http.Request, s *Shape, re
 		s.mu.Lock()
 		res, loc := s.readLocked(off, srv.cfg.ChunkBytes)
 		seen := s.resumeLocked(pos)
-		st, ch := s.st, s.waitLocked()
+		st := s.st
+		var ch <-chan struct{}
+		if !(loc != nil || (len(res.msgs) > 0 && !res.upToDate)) {
+			ch = s.waitLocked() // this pass ends waiting: made under the read's lock
+		}
 		s.mu.Unlock()
 		if res.stale || st == gone {
 			// Errors are not events: end the stream; the client's next
