@@ -29,6 +29,8 @@ type fakeEngine struct {
 	silent bool
 	// busy: upgrades are answered 503.
 	busy atomic.Bool
+	// mute: no lag frames are sent.
+	mute atomic.Bool
 }
 
 func newFakeEngine(t *testing.T) *fakeEngine {
@@ -70,6 +72,10 @@ func (f *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		zero := int64(0)
 		for ctx.Err() == nil {
+			if f.mute.Load() {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
 			if send(&wire.Lag{MS: &zero, LSN: "0/1"}) != nil {
 				return
 			}
@@ -314,4 +320,34 @@ func TestPosition(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// TestHitFreshnessNotOnCoarseClock: whether a hit may be served is
+// decided on the real time, not on the coarse clock's goroutine, which a
+// starved process runs late: with that clock stopped (as if it had not run
+// for a while) and the engine's lag frames stopped, a hit goes to
+// PostgreSQL (ReasonLag) once MaxLag has passed.
+func TestHitFreshnessNotOnCoarseClock(t *testing.T) {
+	f := newFakeEngine(t)
+	cfg := DefaultConfig()
+	cfg.URL, cfg.Logger = f.url(), slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.MaxLag = 200 * time.Millisecond
+	c, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.Verify(Identity{SystemIdentifier: "1", Database: "db"}, nil)
+	eventually(t, func() string {
+		if _, r := c.Read(context.Background(), "SELECT 1", nil); r != ReasonNone {
+			return "the read never became a hit: " + r.String()
+		}
+		return ""
+	})
+	c.clock.Stop()
+	f.mute.Store(true)
+	time.Sleep(3 * cfg.MaxLag)
+	if _, r := c.Read(context.Background(), "SELECT 1", nil); r != ReasonLag {
+		t.Fatalf("read %v after %v with no lag frame, want %v", r, 3*cfg.MaxLag, ReasonLag)
+	}
 }
