@@ -82,6 +82,11 @@ const diffCISeeds = 16
 // the test then logs that joins are excluded.
 const diffJoins = true
 
+// diffExprs draws value expressions (computed outputs, conditions on
+// expressions, expression ORDER BY keys: "+expr" shapes). Turn it off
+// only to tell an expression bug from others.
+const diffExprs = true
+
 func TestDifferential(t *testing.T) {
 	if testing.Short() {
 		t.Skip("differential test: skipped with -short")
@@ -152,6 +157,7 @@ func TestDifferential(t *testing.T) {
 			got, want int
 		}{
 			{"join results compared", count("join"), 35},
+			{"results of queries with expressions compared", count("+expr"), 30},
 			{"results of windows (ORDER BY ... LIMIT) compared", count("+limit"), 35},
 			{"counts compared", total.counts, 25},
 			{"ordered results compared", total.ordered, 55},
@@ -458,6 +464,58 @@ func (q *qbuilder) column() (string, *dcol) {
 	return s.alias + "." + c.name, c
 }
 
+// dexpr is an expression over one column: its SQL, whether ORDER BY and
+// ordering comparisons apply to it, and a constant to compare it with.
+type dexpr struct {
+	sql, cmp  string
+	orderable bool
+}
+
+// expression draws an expression over a column of one of the sources,
+// from those PostgreSQL evaluates without an error on every value the
+// run writes (an error would end the subscription, eval_error, which
+// the run must not see): arithmetic on small numbers, string functions,
+// CASE, COALESCE, casts, date functions, jsonb and array access.
+func (q *qbuilder) expression() dexpr {
+	g := q.g
+	for {
+		name, c := q.column()
+		pick := func(es ...dexpr) dexpr { return es[g.rng.IntN(len(es))] }
+		switch c.typ {
+		case "int4":
+			return pick(dexpr{name + " * 2 + 1", "5", true}, dexpr{name + " % 3", "1", true}, dexpr{"- " + name, "-2", true},
+				dexpr{"CASE WHEN " + name + " > 2 THEN " + name + " ELSE 0 END", "3", true}, dexpr{"COALESCE(" + name + ", -1)", "-1", true},
+				dexpr{name + "::text", "'1'", true}, dexpr{"GREATEST(" + name + ", 2)", "2", true}, dexpr{"NULLIF(" + name + ", 0)", "1", true})
+		case "int8":
+			return pick(dexpr{name + " / 2", "0", true}, dexpr{"COALESCE(" + name + ", 0)", "1", true}, dexpr{name + "::numeric * 2", "4", true})
+		case "numeric":
+			return pick(dexpr{name + " * 2", "3.00", true}, dexpr{name + " + 1.5", "3", true}, dexpr{name + " / 3", "0.5", true},
+				dexpr{name + "::numeric(40,1)", "1.5", true})
+		case "float8":
+			return pick(dexpr{name + " * 2", "3", true}, dexpr{name + " + 1", "2.5", true}, dexpr{name + "::numeric", "1.5", true})
+		case "text", "varchar(12)":
+			return pick(dexpr{"lower(" + name + ")", "'ab'", true}, dexpr{"upper(" + name + ")", "'AB'", true}, dexpr{name + " || 'x'", "'ax'", true},
+				dexpr{"length(" + name + ")", "2", true}, dexpr{"substr(" + name + ", 2, 2)", "'b'", true}, dexpr{"COALESCE(" + name + ", '-')", "'-'", true},
+				dexpr{"left(" + name + ", 1)", "'a'", true}, dexpr{"starts_with(" + name + ", 'a')", "true", false},
+				dexpr{"CASE WHEN " + name + " LIKE 'a%' THEN 'A' ELSE " + name + " END", "'A'", true})
+		case "bool":
+			return pick(dexpr{"CASE WHEN " + name + " THEN 1 ELSE 0 END", "1", true}, dexpr{"COALESCE(" + name + ", false)", "true", false})
+		case "timestamptz":
+			return pick(dexpr{"date_trunc('day', " + name + ")", "'2024-01-01 00:00:00+00'", true}, dexpr{"extract(year from " + name + ")", "2024", true},
+				dexpr{"date_part('hour', " + name + ")", "0", true})
+		case "date":
+			return pick(dexpr{"extract(dow from " + name + ")", "1", true}, dexpr{"date_trunc('month', " + name + ")", "'2024-01-01 00:00:00+00'", true})
+		case "uuid":
+			return dexpr{name + "::text", "'a'", true}
+		case "jsonb":
+			return pick(dexpr{name + " ->> 'a'", "'1'", true}, dexpr{name + " -> 'b'", "", false}, dexpr{name + " ? 'a'", "true", false},
+				dexpr{name + " @> '{\"a\": 1}'", "true", false}, dexpr{name + " #>> '{b,0}'", "'1'", true})
+		case "int4[]", "text[]":
+			return pick(dexpr{"cardinality(" + name + ")", "1", true}, dexpr{"array_length(" + name + ", 1)", "2", true})
+		}
+	}
+}
+
 // orderColumn picks a column ORDER BY can sort by.
 func (q *qbuilder) orderColumn() string {
 	for {
@@ -607,9 +665,36 @@ func (g *dgen) query() dquery {
 			targets = append(targets, name)
 		}
 	}
+	exprs := diffExprs && g.rng.IntN(3) == 0
+	if exprs && !count {
+		// Computed outputs.
+		for range 1 + g.rng.IntN(2) {
+			targets = append(targets, fmt.Sprintf("%s AS e%d", q.expression().sql, len(targets)))
+		}
+	}
 	where := ""
 	if g.rng.IntN(7) > 0 {
 		where = " WHERE " + q.pred(2)
+	}
+	if exprs && g.rng.IntN(2) == 0 {
+		// A condition on an expression.
+		var e dexpr
+		for e.cmp == "" {
+			e = q.expression()
+		}
+		op := "="
+		if e.orderable {
+			op = g.pick([]string{"=", "<>", "<", ">=", "IS DISTINCT FROM"})
+		}
+		cond := e.sql + " " + op + " " + e.cmp
+		if where == "" {
+			where = " WHERE " + cond
+		} else {
+			where += " AND " + cond
+		}
+	}
+	if exprs {
+		shape += "+expr"
 	}
 	if nsrc > 1 && g.rng.IntN(2) == 0 {
 		// A lookup by a join column (the ORM's "this parent and its
@@ -628,6 +713,15 @@ func (g *dgen) query() dquery {
 	if !count && g.rng.IntN(2) == 0 {
 		for range 1 + g.rng.IntN(2) {
 			name := q.orderColumn()
+			if exprs && g.rng.IntN(2) == 0 {
+				// An expression key (one ORDER BY can sort by).
+				for e := q.expression(); ; e = q.expression() {
+					if e.orderable {
+						name = e.sql
+						break
+					}
+				}
+			}
 			dir := g.pick([]string{"", " ASC", " DESC"})
 			nulls := g.pick([]string{"", "", " NULLS FIRST", " NULLS LAST"})
 			order = append(order, name+dir+nulls)
