@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -181,6 +182,13 @@ func TestBenchManyShapes(t *testing.T) {
 	var m1 runtime.MemStats
 	runtime.ReadMemStats(&m1)
 	es1, _ := e.eng.Stats(ctx)
+	if p := os.Getenv("SHAPE_BENCH_HEAP"); p != "" {
+		f, err := os.Create(p)
+		if err == nil {
+			pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
 	t.Logf("%d shapes created and synced in %v; heap %+d bytes, %.0f B per shape (engine and shape layer, 1 row each); engine %+v -> %+v",
 		n, created.Round(time.Millisecond), int64(m1.HeapAlloc)-int64(m0.HeapAlloc), float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/float64(n), es0.Stats, es1.Stats)
 	// Bytes of log per change: one update to each of 100 shapes.
