@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"math/big"
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/freshetdb/freshet/change"
 	pg "github.com/pganalyze/pg_query_go/v6"
 )
 
@@ -200,6 +203,19 @@ func FuzzCompile(f *testing.F) {
 		_ = p.Compare(row, row)
 		_ = p.CompareWindow(row, make(Row, len(p.Sources)))
 		_ = p.Project(row)
+		// A row of values: expressions over them may raise PostgreSQL's
+		// errors (as EvalError), never panic.
+		full := make(Row, len(p.Sources))
+		for i, s := range p.Sources {
+			full[i] = make([]any, len(s.Columns))
+			for j, c := range s.Columns {
+				full[i][j] = sampleValue(c)
+			}
+		}
+		_, _ = p.EvalRow(full)
+		_ = p.Check(full)
+		_ = p.Project(full)
+		_ = p.Compare(full, row)
 		p2, r2, err := Compile(context.Background(), p.Normalized, nil, opts)
 		if err != nil || r2 != nil {
 			t.Fatalf("normalized %q of %q does not compile: %v %+v", p.Normalized, sql, err, r2)
@@ -411,4 +427,44 @@ func FuzzCompileBinds(f *testing.F) {
 			t.Fatalf("Compile(%q, %+v) left $1 untyped: %v", sql, b, p.ParamOIDs)
 		}
 	})
+}
+
+// sampleValue is a value of a column's type for evaluating plans in the
+// fuzz target (nil for types without one here).
+func sampleValue(c Column) any {
+	if c.Type.Kind == change.KindArray {
+		return change.Array{Dims: []change.ArrayDim{{Len: 2, Lower: 1}}, Elems: []any{sampleValue(Column{TypeOID: c.Type.Elem}), nil}}
+	}
+	switch familyOf(c.TypeOID) {
+	case famInt:
+		return int64(-2147483648)
+	case famNumeric:
+		return change.Numeric{Coef: big.NewInt(-15), Exp: -1, Scale: 1}
+	case famFloat:
+		return math.Inf(1)
+	case famText:
+		return "Ab é "
+	case famBool:
+		return true
+	case famDate:
+		return change.Date{Days: -800000}
+	case famTimestamp:
+		return change.Timestamp{Micros: -62135596800000000}
+	case famInterval:
+		return change.Interval{Months: 1}
+	case famJSON:
+		return change.JSON(`{"a": [1, "b"], "c": null}`)
+	case famUUID:
+		return change.UUID{}
+	case famBytea:
+		return []byte{0}
+	case famTime:
+		return change.TimeOfDay(0)
+	case famTimeTZ:
+		return change.TimeTZ{}
+	}
+	if c.Type.Kind == change.KindEnum {
+		return "ok"
+	}
+	return nil
 }
