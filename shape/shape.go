@@ -73,8 +73,8 @@ type Shape struct {
 	tail     []op // durable changes after gens[0].at
 	pending  []op // sent by the engine, not yet durable
 	snapJob  *snapJob
-	lastOff  Offset // the last change's offset, pending ones included
-	latest   Offset // the last durable change's offset (or chunk end)
+	lastOff  Offset        // the last change's offset, pending ones included
+	latest   Offset        // the last durable change's offset (or chunk end)
 	changed  chan struct{} // nil until a request waits (waitLocked)
 	used     time.Time
 	logName  string
