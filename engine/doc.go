@@ -133,6 +133,13 @@
 // (query.Table.RowKey): the primary key, or the index of REPLICA IDENTITY
 // USING INDEX.
 //
+// A plan whose expressions can raise (query.Plan.Raises: an overflow, a
+// division by zero) is evaluated with EvalRow and Check on every row a
+// view is given or reads; the first that raises ends the view's
+// subscriptions with query.CodeEvalError before that transaction's
+// outputs, as PostgreSQL's own read of the query would fail
+// (core_evalerr.go).
+//
 // # Touch mode
 //
 // Every committed transaction that changes a result is touched at its own

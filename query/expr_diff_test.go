@@ -51,7 +51,7 @@ func (g *exprGen) num(d int) string {
 	case 11:
 		return fmt.Sprintf("CASE %s WHEN %s THEN %s WHEN %s THEN %s END", g.num(d-1), g.num(0), g.num(d-1), g.num(0), g.num(d-1))
 	case 12:
-		return fmt.Sprintf("(%s)::int4", g.text(d-1))
+		return fmt.Sprintf("(%s)::%s", g.pick(g.text(d-1), "'  1.5e3 '", "'-inf'", "'NaN'", "'1e-5'", "'+.5'", "'5.'", "'1_000'", "' 12 '", "'0x1F'"), g.pick("int4", "numeric", "int8", "int2"))
 	case 13:
 		if g.rng.Intn(2) == 0 {
 			return fmt.Sprintf("extract(%s from %s)", g.unit(), g.timestamp(d-1))
