@@ -63,6 +63,19 @@ func TestElectricClient(t *testing.T) {
 	srv := servetest.Start(t, servetest.Options{DSN: db.DSN, Slot: servetest.SlotFor("shn_", db.Name),
 		Args: []string{"--shape-data-dir", data, "--shape-chunk-bytes", "10000",
 			"--shape-allow-deletion", "--shape-long-poll", "20s", "--shape-retention", "1m"}})
+	// Electric's root: GET / is 200 with an empty body, other unknown
+	// paths 404.
+	for path, want := range map[string]int{"/": 200, "/nope": 404} {
+		res, err := http.Get("http://" + srv.Addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != want || (want == 200 && len(b) != 0) {
+			t.Errorf("GET %s: %d %q, want %d", path, res.StatusCode, b, want)
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
