@@ -156,6 +156,11 @@ func (srv *Server) describe(ctx context.Context, def definition) (*tableInfo, *f
 			errs.add("columns", "These columns are not in this server's allow-list (--shape-tables): "+strings.Join(denied, ", ")+"; select only allowed ones with columns=")
 		}
 	}
+	if allowCols != nil && def.Where != "" {
+		if err := checkColumns(wherePrefix, def.Where, func(c string) bool { return slices.Contains(allowCols, c) }); err != nil {
+			errs.add("where", "with this server's allow-list (--shape-tables) the where clause "+err.Error())
+		}
+	}
 	if !errs.empty() {
 		return nil, errs, nil
 	}

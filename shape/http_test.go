@@ -586,6 +586,20 @@ func TestAllowList(t *testing.T) {
 	if r := e.get("table", "items", "offset", "-1", "columns", "id,title"); r.code != 200 {
 		t.Errorf("allowed columns: %d %s", r.code, r.body)
 	}
+	// A where (or a subset's where) on a column outside the allow-list
+	// would be an oracle for its values.
+	if r := e.get("table", "items", "offset", "-1", "columns", "id,title", "where", "n > 3"); r.code != 400 || !strings.Contains(r.body, "not: n") {
+		t.Errorf("a where on a column outside the allow-list: %d %s", r.code, r.body)
+	}
+	if r := e.get("table", "items", "offset", "-1", "columns", "id,title", "log", "changes_only", "subset__where", "items.n > 3"); r.code != 400 || !strings.Contains(r.body, "not: n") {
+		t.Errorf("a subset where on a column the shape does not select: %d %s", r.code, r.body)
+	}
+	if r := e.get("table", "items", "offset", "-1", "columns", "id,title", "log", "changes_only", "subset__order_by", "n", "subset__limit", "1"); r.code != 400 || !strings.Contains(r.body, "not: n") {
+		t.Errorf("a subset order_by on a column the shape does not select: %d %s", r.code, r.body)
+	}
+	if r := e.get("table", "items", "offset", "-1", "columns", "id,title", "log", "changes_only", "subset__where", "title LIKE 'item%' AND (id > 1 OR NOT (title IS NULL))"); r.code != 200 {
+		t.Errorf("a subset where on selected columns: %d %s", r.code, r.body)
+	}
 }
 
 func TestHeadLikeGet(t *testing.T) {

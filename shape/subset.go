@@ -52,11 +52,19 @@ func (srv *Server) serveSubset(w http.ResponseWriter, r *http.Request, s *Shape,
 				return
 			}
 		}
+		if err := checkColumns(wherePrefix, sp.Where, s.selects); err != nil {
+			subErr("where", "a subset's where "+err.Error())
+			return
+		}
 		where = renumber(sp.Where, refs, len(s.def.Params))
 	}
 	if sp.OrderBy != "" {
 		if err := checkOrderBy(sp.OrderBy); err != nil {
 			subErr("order_by", err.Error())
+			return
+		}
+		if err := checkColumns("SELECT 1 ORDER BY ", sp.OrderBy, s.selects); err != nil {
+			subErr("order_by", "a subset's order_by "+err.Error())
 			return
 		}
 	}
@@ -122,6 +130,16 @@ func (srv *Server) serveSubset(w http.ResponseWriter, r *http.Request, s *Shape,
 	h.Set("cache-control", "no-cache")
 	h.Set("content-type", jsonType)
 	w.Write(res)
+}
+
+// selects reports whether the shape selects column c.
+func (s *Shape) selects(c string) bool {
+	for _, col := range s.lay.cols {
+		if col.name == c {
+			return true
+		}
+	}
+	return false
 }
 
 // checkOrderBy accepts an ORDER BY list of plain column names, each

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 	"github.com/pganalyze/pg_query_go/v6/parser"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // wherePrefix is what Electric parses a where clause inside; error
@@ -141,4 +143,58 @@ func renumber(where string, refs []paramRef, by int) string {
 	}
 	b = append(b, where[last:]...)
 	return string(b)
+}
+
+// columnRefs returns every column a parsed expression names (the last
+// part of each ColumnRef: a qualified t.col names col), walking the whole
+// parse tree through protobuf reflection so that no node kind is missed.
+func columnRefs(m protoreflect.Message, out map[string]bool) {
+	if cr, ok := m.Interface().(*pg_query.ColumnRef); ok {
+		if n := len(cr.Fields); n > 0 {
+			if s := cr.Fields[n-1].GetString_(); s != nil {
+				out[s.Sval] = true
+			} else if cr.Fields[n-1].GetAStar() != nil {
+				out["*"] = true
+			}
+		}
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			l := v.List()
+			for i := 0; i < l.Len(); i++ {
+				columnRefs(l.Get(i).Message(), out)
+			}
+		case fd.Message() != nil && !fd.IsMap():
+			columnRefs(v.Message(), out)
+		}
+		return true
+	})
+}
+
+// checkColumns refuses an expression (a where clause, or an ORDER BY list
+// with prefix "SELECT 1 ORDER BY ") that names a column outside allowed:
+// a subset's where may only test the columns its shape selects, and a
+// shape's where only the columns the allow-list permits, or it would be
+// an oracle for the values of the others.
+func checkColumns(prefix, expr string, allowed func(string) bool) error {
+	res, err := pg_query.Parse(prefix + expr)
+	if err != nil {
+		return nil // the syntax is checked (and reported) elsewhere
+	}
+	refs := map[string]bool{}
+	for _, st := range res.Stmts {
+		columnRefs(st.ProtoReflect(), refs)
+	}
+	var bad []string
+	for c := range refs {
+		if !allowed(c) {
+			bad = append(bad, c)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	sort.Strings(bad)
+	return fmt.Errorf("may only name the columns this shape may serve; not: %s", strings.Join(bad, ", "))
 }
