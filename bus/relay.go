@@ -213,6 +213,14 @@ func (r *Relay) session(ctx context.Context, nc *nats.Conn) error {
 		}
 		return err
 	}
+	// Replicas ask for a heartbeat now when a read has its snapshot
+	// (Source.Beat); the reader writes one, requests made meanwhile
+	// answered together.
+	beats, err := nc.Subscribe(BeatSubject(sysID, slot), func(*nats.Msg) { rd.Beat() })
+	if err != nil {
+		return fmt.Errorf("subscribe to the bus's heartbeat requests: %w", err)
+	}
+	defer beats.Unsubscribe()
 	subject := Subject(sysID, slot)
 	var last *Message
 	var lastID string

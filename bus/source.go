@@ -187,6 +187,16 @@ func (s *Source) checkStream(ctx context.Context) error {
 	return nil
 }
 
+// Beat asks the relay for a heartbeat now (engine.Beater): a message on
+// BeatSubject, published without waiting. The relay's heartbeat reaches
+// this source through the bus like any other, so the stream passes every
+// WAL position the database had before the request. A relay that does
+// not listen (an older one), or a bus that refuses the publish, leaves
+// reads to the relay's interval.
+func (s *Source) Beat() {
+	_ = s.nc.Publish(BeatSubject(s.cfg.SystemID, s.cfg.Slot), nil)
+}
+
 // Ack implements engine.Source. The bus keeps no consumer state, so it
 // only records the position.
 func (s *Source) Ack(lsn change.LSN) {

@@ -82,6 +82,13 @@ func StreamName(systemID, slot string) string { return "FRESHET_" + systemID + "
 // Subject is the one subject the stream holds.
 func Subject(systemID, slot string) string { return "freshet." + systemID + "." + slot }
 
+// BeatSubject is the plain NATS subject (not stored: the stream holds only
+// Subject) on which a replica asks the relay for a heartbeat now
+// (Source.Beat): the relay writes one at once (pgwal.Reader.Beat), so a
+// replica's hydration read on a quiet database is passed by the stream
+// without waiting for the relay's next interval.
+func BeatSubject(systemID, slot string) string { return "freshet_beat." + systemID + "." + slot }
+
 // Stream metadata keys the relay sets, which replicas check against the
 // database they read.
 const (

@@ -81,8 +81,15 @@ type ReadRequest struct {
 	// row[s] set for s in Sources and nil elsewhere. A read of the whole
 	// query lists every source; a read of one source of a join lists one.
 	Sources []int
-	// SQL and its parameters, ready for pgconn's ExecParams.
-	SQL        string
+	// SQL and its parameters, ready for pgconn's ExecParams. SQL is empty
+	// for a read of the whole query (a view of one table): rendering it
+	// parses and prints the query again, which takes time in the query's
+	// size, so the core leaves it to whoever runs the read (the engine's
+	// read workers), off the goroutine every client's work waits on.
+	// ReadSQL returns the SQL either way.
+	SQL string
+	// Render is how Plan renders the read's SQL when SQL is empty.
+	Render     query.RenderOptions
 	Args       [][]byte
 	ArgOIDs    []uint32
 	ArgFormats []int16

@@ -284,7 +284,7 @@ func (c *scriptCmd) run(t *testing.T, path string, h *harness) {
 		ids := slices.Clone(h.readIDs)
 		slices.Sort(ids)
 		for _, id := range ids {
-			fmt.Fprintf(&h.out, "sql %d: %s\n", id, h.reads[id].SQL)
+			fmt.Fprintf(&h.out, "sql %d: %s\n", id, h.reads[id].ReadSQL())
 		}
 	case "stats":
 		st := h.core.Stats()

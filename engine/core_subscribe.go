@@ -85,7 +85,6 @@ func (s *state) askRead(v *view) {
 	}
 	plan := v.plan
 	margin := int64(s.opts.WindowMargin)
-	sql := plan.Render(query.RenderOptions{Columns: query.SelectNeeded, Window: v.ordered, Margin: margin})
 	args, oids, formats := plan.Args()
 	var want int64
 	if v.window {
@@ -97,7 +96,10 @@ func (s *state) askRead(v *view) {
 	v.read = r
 	s.out.Reads = append(s.out.Reads, ReadRequest{
 		ID: r.id, Plan: plan, Sources: allSources(len(plan.Sources)),
-		SQL: sql, Args: args, ArgOIDs: oids, ArgFormats: formats,
+		// Rendered by the runtime (ReadSQL), not here: the core's
+		// goroutine must not spend time in the size of a client's query.
+		Render: query.RenderOptions{Columns: query.SelectNeeded, Window: v.ordered, Margin: margin},
+		Args:   args, ArgOIDs: oids, ArgFormats: formats,
 		Want: want, RowLimit: s.opts.ReadRowLimit,
 	})
 }

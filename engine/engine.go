@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,18 @@ type Source interface {
 	Next(ctx context.Context) (change.Event, error)
 	// Ack says everything up to and including lsn has been handled.
 	Ack(lsn change.LSN)
+}
+
+// Beater is a Source that can be asked to move the stream past the
+// database's current WAL position soon (*pgwal.Reader writes a heartbeat
+// at once). A read lands once the stream has passed the WAL position its
+// snapshot was taken at; on a quiet database nothing else would move the
+// stream there before the next heartbeat, so the engine calls Beat when a
+// read has taken its snapshot. Beat must not block; it is called from the
+// read workers. A Source without it leaves reads to the stream's own
+// pace (a bus-fed Source: heartbeats at the relay's interval).
+type Beater interface {
+	Beat()
 }
 
 // Sink receives one subscription's outputs, in order: an Accepted (or a
@@ -265,6 +278,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e.coreOpts = CoreOptions{WindowMargin: cfg.WindowMargin, ReadRowLimit: cfg.RowLimit, Types: cfg.Types}
 	e.core = NewCore(e.coreOpts)
 	e.reader = &reader{pool: e.pool, types: cfg.Types, log: e.applied, timeout: cfg.ReadTimeout}
+	if b, ok := cfg.Source.(Beater); ok {
+		e.reader.beat = b.Beat
+	}
 
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.wg.Add(3 + cfg.ReadConcurrency)
@@ -612,20 +628,10 @@ func (e *Engine) work() {
 		if !ok {
 			return
 		}
-		snap, rows, held, complete, err := e.reader.readFor(e.ctx, q.req, q.askedAt)
-		res := ReadResult{Snapshot: snap, Rows: rows, Encoded: EncodedRows{held}, Complete: complete}
-		if err != nil {
-			f := classifyRead(err)
-			res = ReadResult{Failed: &f}
-			if e.ctx.Err() == nil {
-				e.logReadFailure(q.req, f, err)
-				if f.Code == CodeTableDropped || f.Code == CodeSchemaChanged {
-					// The catalog must read the tables again, and other
-					// views of them may be broken too.
-					e.invalidate(q.req)
-					e.askCheck()
-				}
-			}
+		res, ok := e.render(&q.req)
+		if ok {
+			snap, rows, held, complete, err := e.reader.readFor(e.ctx, q.req, q.askedAt)
+			res = e.readResult(q.req, snap, rows, held, complete, err)
 		}
 		select {
 		case e.results <- readResult{gen: q.gen, key: q.req.Plan.Key, id: q.req.ID, res: res}:
@@ -633,6 +639,47 @@ func (e *Engine) work() {
 			return
 		}
 	}
+}
+
+// render fills in req's SQL when the core left it to the runtime
+// (ReadRequest.ReadSQL): on the read's worker, so that rendering a
+// client's query, which parses and prints it again in time that grows
+// with its size, never holds up the core goroutine and every other
+// client with it. A panic (a bug: Render only reads back what the
+// deparser printed) is that read's failure alone: ok is false and res
+// refuses the read's subscriptions with CodeInternal.
+func (e *Engine) render(req *ReadRequest) (res ReadResult, ok bool) {
+	if req.SQL != "" {
+		return res, true
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			e.log.Error("rendering a hydration read panicked; its subscriptions are refused (code internal)",
+				"read", req.ID, "tables", readTables(*req), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			res, ok = ReadResult{Failed: &ReadFailure{Code: CodeInternal, Reason: fmt.Sprintf("the engine could not render the query's read (%v)", p)}}, false
+		}
+	}()
+	req.SQL = req.ReadSQL()
+	return res, true
+}
+
+// readResult is what a worker hands the core for a read that ran.
+func (e *Engine) readResult(req ReadRequest, snap Snapshot, rows []query.Row, held []rowVals, complete bool, err error) ReadResult {
+	res := ReadResult{Snapshot: snap, Rows: rows, Encoded: EncodedRows{held}, Complete: complete}
+	if err != nil {
+		f := classifyRead(err)
+		res = ReadResult{Failed: &f}
+		if e.ctx.Err() == nil {
+			e.logReadFailure(req, f, err)
+			if f.Code == CodeTableDropped || f.Code == CodeSchemaChanged {
+				// The catalog must read the tables again, and other
+				// views of them may be broken too.
+				e.invalidate(req)
+				e.askCheck()
+			}
+		}
+	}
+	return res
 }
 
 // logReadFailure logs a failed read without the query's values: the

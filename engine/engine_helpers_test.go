@@ -127,6 +127,14 @@ type ackTap struct {
 	onAck func(change.LSN)
 }
 
+// Beat passes the engine's request for a heartbeat on (Beater), as
+// s2s.Tap does.
+func (a *ackTap) Beat() {
+	if b, ok := a.Source.(Beater); ok {
+		b.Beat()
+	}
+}
+
 // Ack implements Source.
 func (a *ackTap) Ack(lsn change.LSN) {
 	if a.onAck != nil {

@@ -137,6 +137,16 @@ func (l *appliedLog) missing(m appliedMark, snap Snapshot) (xid uint32, behind, 
 	return 0, false, false
 }
 
+// ReadSQL returns the read's SQL: SQL, or when it is empty the plan
+// rendered with Render (Plan.Render, whose cost grows with the query's
+// size: call it on the goroutine that runs the read).
+func (r ReadRequest) ReadSQL() string {
+	if r.SQL != "" || r.Plan == nil {
+		return r.SQL
+	}
+	return r.Plan.Render(r.Render)
+}
+
 // reader runs hydration reads on a pool of its own.
 type reader struct {
 	pool  *pgxpool.Pool
@@ -145,6 +155,10 @@ type reader struct {
 	// timeout bounds a whole read: the connection, the snapshot and every
 	// row.
 	timeout time.Duration
+	// beat, when set, asks the stream to pass the database's current
+	// position (Beater): called once a read's snapshot is taken, so the
+	// heartbeat travels while the rows are read.
+	beat func()
 }
 
 // read runs req: it opens a REPEATABLE READ transaction, takes its snapshot
@@ -245,6 +259,11 @@ func (h *reader) inSnapshot(ctx context.Context, req ReadRequest, m appliedMark,
 		return Snapshot{}, false, err
 	}
 
+	if h.beat != nil {
+		// The read lands once the stream is at or past snap.LSN; a
+		// heartbeat written from now on is past it.
+		h.beat()
+	}
 	complete, err := fn(conn)
 	if err != nil {
 		return Snapshot{}, false, err

@@ -43,7 +43,7 @@ func ExampleCore() {
 	show := func() {
 		rd := core.Ready()
 		for _, r := range rd.Reads {
-			fmt.Printf("read %d: %s\n", r.ID, r.SQL)
+			fmt.Printf("read %d: %s\n", r.ID, r.ReadSQL())
 		}
 		for _, o := range rd.Outputs {
 			fmt.Printf("sub %d %s at %s: rows %v removed %d\n", o.Sub, o.Kind, o.LSN, len(o.Rows), len(o.Removed))
@@ -55,7 +55,7 @@ func ExampleCore() {
 
 	core.Subscribe(1, plan, engine.ModeRows)
 	read := core.Ready().Reads[0]
-	fmt.Printf("read %d: %s\n", read.ID, read.SQL)
+	fmt.Printf("read %d: %s\n", read.ID, read.ReadSQL()) // the engine renders it on the read's worker
 
 	// The read ran in a snapshot taken at 0/100 and found one row.
 	core.ReadDone(read.ID, engine.ReadResult{

@@ -30,15 +30,27 @@ import (
 // The cost of the transactional form is one xid per heartbeat (two per
 // second at the default interval); the decoder drops the empty transaction
 // around it, so consumers see only the *change.Heartbeat.
+//
+// Between the intervals a heartbeat can be asked for (Reader.Beat): the
+// engine does when a hydration read has its snapshot, so that on a quiet
+// database the stream passes the read's WAL position within a heartbeat's
+// round trip rather than at the next interval.
 const heartbeatTransactional = true
 
-// heartbeater writes heartbeats on its own ordinary connection.
+// heartbeater writes heartbeats on its own ordinary connection: one every
+// interval, and one more as soon as it can whenever beat asks.
 type heartbeater struct {
 	dsn      string
 	prefix   string
 	interval time.Duration
 	log      *slog.Logger
 	wg       sync.WaitGroup
+	// now holds a token while a heartbeat is asked for (beat). Asked for
+	// while one is being written, the token stays, so one more is written
+	// after it: the answer to a request is always a heartbeat written
+	// after the request, which is what makes it pass the database's WAL
+	// position at the time of the request.
+	now chan struct{}
 }
 
 // heartbeatParams keep the heartbeat connection from ever holding the
@@ -52,10 +64,22 @@ var heartbeatParams = map[string]string{
 }
 
 func startHeartbeat(ctx context.Context, dsn, prefix string, interval time.Duration, log *slog.Logger) *heartbeater {
-	h := &heartbeater{dsn: dsn, prefix: prefix, interval: interval, log: log}
+	h := &heartbeater{dsn: dsn, prefix: prefix, interval: interval, log: log, now: make(chan struct{}, 1)}
 	h.wg.Add(1)
 	go h.run(ctx)
 	return h
+}
+
+// beat asks for a heartbeat now, without waiting: requests made while one
+// is pending are answered together. A nil heartbeater ignores it.
+func (h *heartbeater) beat() {
+	if h == nil {
+		return
+	}
+	select {
+	case h.now <- struct{}{}:
+	default:
+	}
 }
 
 // wait waits for the heartbeat goroutine to end (after its context ends).
@@ -84,6 +108,7 @@ func (h *heartbeater) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-h.now:
 		}
 		if time.Now().Before(retryAt) {
 			continue

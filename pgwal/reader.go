@@ -358,6 +358,17 @@ func (r *Reader) Database() string { return r.id.DBName }
 // of them) from pg_type, once per OID.
 func (r *Reader) Types() change.TypeResolver { return r.types }
 
+// Beat asks for a heartbeat written now rather than at the next interval,
+// and returns at once. The heartbeat is written after the call (requests
+// made while one is pending are answered by one), so once it arrives the
+// stream has passed every WAL position the database had when Beat was
+// called: the engine asks for one when a hydration read has taken its
+// snapshot, so the read need not wait for the next interval on a quiet
+// database. Each is one transaction (an xid and a WAL flush); at most one
+// is written at a time. With heartbeats off (HeartbeatInterval 0) it does
+// nothing. Safe to call from any goroutine.
+func (r *Reader) Beat() { r.hb.beat() }
+
 // Ack records that everything up to and including lsn is durably handled.
 // The slot's confirmed flush position never moves past acknowledged
 // positions (except, when nothing delivered is unacknowledged and nothing is

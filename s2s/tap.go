@@ -88,6 +88,14 @@ func (t *Tap) Ack(lsn change.LSN) {
 	}
 }
 
+// Beat passes a request for a heartbeat now to the stream, when it takes
+// one (engine.Beater: *pgwal.Reader does); otherwise it does nothing.
+func (t *Tap) Beat() {
+	if b, ok := t.src.(interface{ Beat() }); ok {
+		b.Beat()
+	}
+}
+
 // Passed reports whether the engine has applied anything from the stream:
 // the stream is past the slot's consistent point.
 func (t *Tap) Passed() bool { return t.passed.Load() }
