@@ -290,9 +290,11 @@ func (c *Cache) Read(ctx context.Context, sql string, params []wire.Param) (*Res
 }
 
 // ReadKey returns the cached result of the read whose key AppendKey and
-// AppendArg built, subscribing on a miss and waiting up to VerdictTimeout
-// for the engine's first answer, or the reason the read must go to
-// PostgreSQL (counted in Stats). A hit allocates nothing and does not keep
+// AppendArg built, or the reason the read must go to PostgreSQL (counted
+// in Stats). A miss subscribes and, with VerdictTimeout 0 (the default),
+// goes to PostgreSQL at once (ReasonHydrating), as does every read of the
+// key until the engine's first answer; with a positive VerdictTimeout it
+// waits that long for the answer. A hit allocates nothing and does not keep
 // key. Callers decide routing, transactions and writes first (see Bypass).
 func (c *Cache) ReadKey(ctx context.Context, key []byte) (*Result, Reason) {
 	if c.entries == nil || c.off.Load() {
@@ -415,8 +417,11 @@ func (c *Cache) exactNow() int64 {
 	return c.epoch.UnixNano() + int64(time.Since(c.epoch))
 }
 
-// wait waits for e's verdict.
+// wait waits for e's verdict (not at all with VerdictTimeout 0).
 func (c *Cache) wait(ctx context.Context, e *entry) (*Result, Reason) {
+	if c.cfg.VerdictTimeout == 0 {
+		return nil, c.Bypass(ReasonHydrating)
+	}
 	left := time.Until(time.Unix(0, e.sentAt.Load()).Add(c.cfg.VerdictTimeout))
 	if left <= 0 {
 		return nil, c.Bypass(ReasonTimeout)

@@ -14,7 +14,7 @@ import (
 // Defaults of Config.
 const (
 	DefaultSockets          = 2
-	DefaultVerdictTimeout   = 5 * time.Second
+	DefaultVerdictTimeout   = 0 // a miss reads PostgreSQL at once
 	DefaultMaxLag           = 2 * time.Second
 	DefaultReadYourWrites   = time.Second
 	DefaultMaxBytes         = 64 << 20
@@ -43,8 +43,16 @@ type Config struct {
 	// Sockets is how many WebSockets carry the subscriptions; keys are
 	// spread across them by hash.
 	Sockets int
-	// VerdictTimeout bounds how long a read waits for the engine's first
-	// answer (accepted or refused) before it reads PostgreSQL instead.
+	// VerdictTimeout bounds how long a read of a key the engine has not
+	// answered yet (the first read of a key, and reads of it until the
+	// engine's first answer) waits for that answer (accepted or refused)
+	// before it reads PostgreSQL instead. 0, the default, does not wait:
+	// such a read goes to PostgreSQL at once (ReasonHydrating) while the
+	// subscription hydrates, so a miss costs what the PostgreSQL read
+	// costs, and the reads after the answer are served from memory.
+	// Positive makes a miss wait, so the read after it is a hit (what a
+	// test of the cache wants); it then costs the engine's first answer:
+	// its read of PostgreSQL and the time for the stream to pass it.
 	VerdictTimeout time.Duration
 	// MaxLag: while the engine's reported lag plus the time since its last
 	// lag frame is over MaxLag, reads go to PostgreSQL.
@@ -159,7 +167,9 @@ func (c Config) Validate() error {
 	switch {
 	case c.Sockets < 1:
 		return fmt.Errorf("read cache config: Sockets %d: want at least 1", c.Sockets)
-	case c.VerdictTimeout <= 0, c.MaxLag <= 0, c.IdleTimeout <= 0, c.TTL <= 0, c.RefusedFor <= 0, c.RetryRefusedFor <= 0,
+	case c.VerdictTimeout < 0:
+		return errors.New("read cache config: VerdictTimeout must be 0 (a miss reads PostgreSQL at once) or positive")
+	case c.MaxLag <= 0, c.IdleTimeout <= 0, c.TTL <= 0, c.RefusedFor <= 0, c.RetryRefusedFor <= 0,
 		c.MinBackoff <= 0, c.MaxBackoff < c.MinBackoff, c.DeadAfter <= 0:
 		return errors.New("read cache config: durations must be positive (start from readcache.DefaultConfig)")
 	case c.ReadYourWrites < 0:

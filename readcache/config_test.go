@@ -14,7 +14,7 @@ func TestConfigFromEnv(t *testing.T) {
 		want func(Config) bool
 	}{
 		{"defaults", nil, "", func(c Config) bool {
-			return c.URL == "" && c.Sockets == 2 && c.VerdictTimeout == 5*time.Second && c.MaxLag == 2*time.Second &&
+			return c.URL == "" && c.Sockets == 2 && c.VerdictTimeout == 0 && c.MaxLag == 2*time.Second &&
 				c.ReadYourWrites == time.Second && c.MaxBytes == 64<<20
 		}},
 		{"set", map[string]string{"FRESHET_URL": "ws://h:7070", "FRESHET_TOKEN": "t", "FRESHET_SOCKETS": "4",

@@ -24,10 +24,21 @@
 //
 // A read is a single SELECT (IsSelect) outside a transaction. Its key is
 // the SQL and the bytes of its binds (Key, Params). On a miss the cache
-// subscribes in rows mode and waits up to VerdictTimeout for the engine's
-// answer: the accepted result serves this read and the following ones,
-// and each delta updates the entry in place (a new immutable Result is
-// published, so readers never lock). A refused query is read from
+// subscribes in rows mode and, by default, sends the read to PostgreSQL
+// at once (ReasonHydrating), as it does every read of the key until the
+// engine has answered: a miss costs the PostgreSQL read plus the
+// subscribe (a frame queued for the socket; the engine's hydration then
+// runs beside the application, on the engine and on PostgreSQL), never a
+// wait for the engine. Once the subscription is accepted, the result
+// serves every read from memory, and each delta updates the entry in
+// place (a new immutable Result is published, so readers never lock).
+// With a positive VerdictTimeout a miss waits up to that long for the
+// engine's answer instead and is served from it (counted in
+// Stats.Misses): the next read is then a hit for certain, which tests of
+// the cache want, at the cost of the engine's first answer (its own read
+// of PostgreSQL, then the stream passing the read's position). Either
+// way a read served from PostgreSQL is as fresh as PostgreSQL, so the
+// read-your-writes window and the staleness bound below are unchanged. A refused query is read from
 // PostgreSQL and remembered as refused for RefusedFor (RetryRefusedFor
 // when the engine says a retry may succeed). Everything else goes to
 // PostgreSQL: writes, reads in a transaction, anything that is not a

@@ -25,11 +25,12 @@ const (
 	ReasonTimeout                    // no verdict within VerdictTimeout
 	ReasonLimit                      // the process holds MaxSubscriptions
 	ReasonUnsupported                // a bind value the cache cannot key
+	ReasonHydrating                  // the engine has not answered the key's subscription yet (VerdictTimeout 0: not waited for)
 	reasonN
 )
 
 var reasonNames = [reasonN]string{"none", "disabled", "route", "not_select", "transaction", "after_write",
-	"refused", "lag", "disconnected", "evicted", "timeout", "limit", "unsupported"}
+	"refused", "lag", "disconnected", "evicted", "timeout", "limit", "unsupported", "hydrating"}
 
 func (r Reason) String() string {
 	if r >= 0 && r < reasonN {
