@@ -112,6 +112,27 @@ func (r *firstRig) firstAnswer(t *testing.T, sql string, bind int) time.Duration
 	return d
 }
 
+// engineRead runs the read the engine runs for sql (the core's request,
+// rendered) with the engine's reader, outside the engine: the snapshot,
+// the rows decoded and encoded as the core holds them. It returns the
+// time it took.
+func (r *firstRig) engineRead(t *testing.T, sql string, bind int) time.Duration {
+	ctx := context.Background()
+	plan, ref, err := query.Compile(ctx, sql, []query.Bind{{Data: []byte(fmt.Sprint(bind))}}, r.e.cfg.Query)
+	if err != nil || ref != nil {
+		t.Fatalf("compile %s: %v %v", sql, err, ref)
+	}
+	c := NewCore(r.e.coreOpts)
+	c.Subscribe(1, plan, ModeRows)
+	req := c.Ready().Reads[0]
+	start := time.Now()
+	req.SQL = req.ReadSQL()
+	if _, _, _, _, err := r.e.reader.readFor(ctx, req, appliedMark{}); err != nil {
+		t.Fatal(err)
+	}
+	return time.Since(start)
+}
+
 // pgRead runs sql on PostgreSQL and returns the time to its last row,
 // every value decoded.
 func (r *firstRig) pgRead(t *testing.T, sql string, bind int) time.Duration {
@@ -183,7 +204,9 @@ INSERT INTO items SELECT g, g % 3, 'item ' || g FROM generate_series(1, 100) g`,
 // each updating one row of the table read), against the same read from
 // PostgreSQL: "cadence" is an engine that waits for the stream's own
 // heartbeats (every 500 ms, as before it asked for one), "beat" one that
-// asks for a heartbeat when a read has its snapshot. Each on its own
+// asks for a heartbeat when a read has its snapshot; "the engine's read
+// alone" is the same read by the engine's reader outside the engine
+// (snapshot, rows decoded and encoded for the core). Each on its own
 // database of one cluster, interleaved in one run. Not a test: it runs
 // only with FRESHET_FIRST_BENCH=1 (docs/benchmarks.md).
 func TestBenchFirstAnswer(t *testing.T) {
@@ -239,6 +262,7 @@ CREATE INDEX ON items (grp, id); ANALYZE items`
 			for _, q := range queries {
 				bind := 1 + i%10
 				got[cell{load, q.name, "postgres"}] = append(got[cell{load, q.name, "postgres"}], rigs["beat"].pgRead(t, q.sql, bind))
+				got[cell{load, q.name, "read"}] = append(got[cell{load, q.name, "read"}], rigs["beat"].engineRead(t, q.sql, bind))
 				for _, who := range []string{"cadence", "beat"} {
 					got[cell{load, q.name, who}] = append(got[cell{load, q.name, who}], rigs[who].firstAnswer(t, q.sql, bind))
 				}
@@ -250,11 +274,11 @@ CREATE INDEX ON items (grp, id); ANALYZE items`
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/1e6) }
 	var b strings.Builder
 	fmt.Fprintf(&b, "subscribe to accepted, ms (p50 / p90 / max of %d); writes: %d txn/s\n", rounds, rate)
-	fmt.Fprintf(&b, "| load | result | PostgreSQL's read | cadence (before) | beat (after) |\n| --- | --- | ---: | ---: | ---: |\n")
+	fmt.Fprintf(&b, "| load | result | PostgreSQL's read | the engine's read alone | cadence (before) | beat (after) |\n| --- | --- | ---: | ---: | ---: | ---: |\n")
 	for _, load := range []string{"idle", "writes"} {
 		for _, q := range queries {
 			fmt.Fprintf(&b, "| %s | %s |", load, q.name)
-			for _, who := range []string{"postgres", "cadence", "beat"} {
+			for _, who := range []string{"postgres", "read", "cadence", "beat"} {
 				ds := got[cell{load, q.name, who}]
 				slices.Sort(ds)
 				fmt.Fprintf(&b, " %s / %s / %s |", ms(ds[len(ds)/2]), ms(ds[len(ds)*9/10]), ms(ds[len(ds)-1]))

@@ -29,7 +29,9 @@ func colNode(alias, name string) *pg.Node {
 // memory): Render parses Normalized again, which is the compiled tree as
 // the deparser printed it and parses back to the same statement, and
 // changes that tree. Render runs once per read of PostgreSQL, so the parse
-// costs little next to the read.
+// costs little next to the read; it grows with the statement's size, so
+// the engine calls it on the goroutine that runs the read, never on the
+// one that owns its core.
 func (p *Plan) Render(o RenderOptions) string {
 	tree, err := pg.Parse(p.Normalized)
 	if err != nil || len(tree.Stmts) != 1 || tree.Stmts[0].Stmt.GetSelectStmt() == nil {

@@ -286,7 +286,9 @@ func testVerifyFindsMisroute(t *testing.T, d *desk) {
 // given the codes, does not call misrouted (without them it must).
 func testVerifyCapacityRefusal(t *testing.T, d *desk) {
 	srv := desktest.Serve(t, d.pdb.DSN, d.pdb.Name+"_small", "--max-subscriptions", "4", "--row-limit", fmt.Sprint(ticketdesk.RowLimit))
-	p := desktest.Open(t, d.pdb.DSN, srv.URL, func(c *readcache.Config) { c.Sockets = 1 })
+	// Each round reads other tickets: a miss must wait for the engine's
+	// verdict (refused past the cap) rather than read PostgreSQL at once.
+	p := desktest.Open(t, d.pdb.DSN, srv.URL, func(c *readcache.Config) { c.Sockets, c.VerdictTimeout = 1, 5*time.Second })
 	g := gormOn(t, p.DB)
 	ctx := ctxFor(t, time.Minute)
 	l, _ := ticketdesk.LookupByName("ticket_by_id")

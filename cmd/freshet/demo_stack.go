@@ -127,7 +127,12 @@ func (m *Main) openStack(ctx context.Context, cfg *demoConfig) (st *demoStack, e
 	}
 	// The verifier has a pool and a cache of its own, so that how its
 	// reads are routed is observed exactly (ticketdesk.VerifyConfig.Stats).
-	if st.verifySQL, err = stdlib.Open(st.dsn, st.cacheConfig(st.verifyRefusals)); err != nil {
+	// Its first read of a key waits for the engine's answer (the readers'
+	// reads PostgreSQL meanwhile, the library's default): what it compares
+	// with PostgreSQL is then the cache's answer, not PostgreSQL's own.
+	vcfg := st.cacheConfig(st.verifyRefusals)
+	vcfg.VerdictTimeout = verifierVerdictTimeout
+	if st.verifySQL, err = stdlib.Open(st.dsn, vcfg); err != nil {
 		return st, fmt.Errorf("open the verifier's read cache: %w", err)
 	}
 	if st.verifyDB, err = gorm.Open(postgres.New(postgres.Config{Conn: st.verifySQL}), &gorm.Config{Logger: logger.Discard}); err != nil {
@@ -140,6 +145,10 @@ func (m *Main) openStack(ctx context.Context, cfg *demoConfig) (st *demoStack, e
 	}
 	return st, nil
 }
+
+// verifierVerdictTimeout is how long the verifier's first read of a key
+// waits for the engine's answer.
+const verifierVerdictTimeout = 5 * time.Second
 
 // cacheConfig is the read cache's configuration: defaults, on the engine,
 // logging through h (nil: the demo's logger).
