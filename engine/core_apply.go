@@ -398,7 +398,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		}
 		// A plain view keeps only the projection: its query.Row is
 		// scratch.
-		plain := !v.ordered && !v.plan.Count
+		plain := !v.ordered && !v.plan.Count && v.agg == nil
 		var q query.Row
 		if plain {
 			q = v.rowInto(&s.scratchRow, changed.after)
@@ -434,6 +434,17 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		if kept {
 			n.e.row.addHolder(vs)
 		}
+		if v.agg != nil {
+			// The row leaves its group as it was before the
+			// transaction and enters its group as it is now.
+			if old != nil {
+				v.aggRow(query.Row{rowBefore(s, tb, n.key).pick(vs.col)}, -1)
+			}
+			if kept {
+				v.aggRow(v.row(s.overlay[rowRef{tb.oid, n.key}].after), 1)
+			}
+			continue
+		}
 		if v.ordered || v.plan.Count {
 			continue
 		}
@@ -448,6 +459,8 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		}
 	}
 	switch {
+	case v.agg != nil:
+		d = v.flushAgg()
 	case v.plan.Count:
 		d.count = v.countN()
 		d.changed = d.count != before

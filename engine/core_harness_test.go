@@ -353,6 +353,13 @@ func (h *harness) oracle(plan *query.Plan, st map[string]map[string]hrow) ([]Res
 	if plan.Count {
 		return nil, int64(len(kept))
 	}
+	if plan.Agg != nil {
+		var qs []query.Row
+		for _, k := range kept {
+			qs = append(qs, k.q)
+		}
+		return aggOracle(plan, qs), 0
+	}
 	sort.SliceStable(kept, func(i, j int) bool {
 		if c := plan.CompareWindow(kept[i].q, kept[j].q); c != 0 {
 			return c < 0
@@ -725,7 +732,7 @@ func (h *harness) answer(id ReadID, at change.LSN, inProgress ...uint32) {
 				kept = append(kept, r)
 			}
 		}
-		if len(plan.Order) > 0 || plan.Limit >= 0 || plan.Offset > 0 {
+		if plan.Agg == nil && (len(plan.Order) > 0 || plan.Limit >= 0 || plan.Offset > 0) {
 			sort.SliceStable(kept, func(i, j int) bool { return plan.CompareWindow(kept[i], kept[j]) < 0 })
 		}
 		if req.Want > 0 && int64(len(kept)) > req.Want {
@@ -774,4 +781,72 @@ func joinHarness(t *testing.T) *harness {
 	h.insert("books", "20", "2", "b1", "2003")
 	h.commit(0)
 	return h
+}
+
+// aggOracle aggregates the rows a grouped plan's filter keeps from
+// scratch: each group's aggregates from fresh states, HAVING, then the
+// groups' order and LIMIT/OFFSET (or key order).
+func aggOracle(plan *query.Plan, rows []query.Row) []ResultRow {
+	g := plan.Agg
+	type grp struct {
+		keys []any
+		args [][]any
+	}
+	groups := map[string]*grp{}
+	var order []string
+	if !g.Grouped() {
+		groups[""] = &grp{}
+		order = append(order, "")
+	}
+	for _, r := range rows {
+		keys, args := make([]any, len(g.KeyOIDs)), make([]any, len(g.Aggs))
+		if err := g.Eval(r, keys, args); err != nil {
+			continue
+		}
+		kb, _ := appendGroupKey(nil, nil, g, keys)
+		gr := groups[string(kb)]
+		if gr == nil {
+			gr = &grp{keys: keys}
+			groups[string(kb)] = gr
+			order = append(order, string(kb))
+		}
+		gr.args = append(gr.args, args)
+	}
+	type out struct {
+		key string
+		row query.Row
+	}
+	var outs []out
+	for _, k := range order {
+		gr := groups[k]
+		r := append([]any{}, gr.keys...)
+		for i := range g.Aggs {
+			var st query.AggState
+			for _, a := range gr.args {
+				g.Aggs[i].Add(&st, a[i], 1)
+			}
+			v, _ := g.Aggs[i].Result(&st, int64(len(gr.args)))
+			r = append(r, v)
+		}
+		if g.Post.Eval(query.Row{r}) == query.True {
+			outs = append(outs, out{k, query.Row{r}})
+		}
+	}
+	post := g.Post
+	ordered := len(post.Order) > 0 || post.Limit >= 0 || post.Offset > 0
+	if ordered {
+		sort.SliceStable(outs, func(i, j int) bool { return post.CompareWindow(outs[i].row, outs[j].row) < 0 })
+		lo := min(int(post.Offset), len(outs))
+		outs = outs[lo:]
+		if post.Limit >= 0 && int(post.Limit) < len(outs) {
+			outs = outs[:post.Limit]
+		}
+	} else {
+		slices.SortFunc(outs, func(a, b out) int { return strings.Compare(a.key, b.key) })
+	}
+	res := []ResultRow{}
+	for _, o := range outs {
+		res = append(res, ResultRow{Key: Key(o.key), Values: post.Project(o.row)})
+	}
+	return res
 }

@@ -209,7 +209,16 @@ func (s *state) goLive(v *view, old *resultSet, wasRefilling bool) {
 		return
 	}
 	v.status = viewLive
-	if wasRefilling {
+	if v.plan.Agg != nil {
+		d := v.rebuildAgg()
+		if s.endEvalError(v) {
+			return
+		}
+		if wasRefilling {
+			s.releaseResult(v, old)
+			s.emit(v, d, s.applied)
+		}
+	} else if wasRefilling {
 		d := v.landedDelta(old)
 		s.releaseResult(v, old)
 		// At the last commit: the result is exact there (nothing

@@ -47,7 +47,8 @@ func (s *state) newView(plan *query.Plan) (*view, string) {
 		}
 	}
 	s.nextViewID++
-	v := &view{id: s.nextViewID, plan: plan, resultSet: newResultSet(plan, s.opts.WindowMargin)}
+	v := &view{id: s.nextViewID, plan: plan}
+	v.resultSet = newResultSet(plan, s.opts.WindowMargin)
 	for i, src := range plan.Sources {
 		tb := s.tables[src.Table.OID]
 		if tb == nil {

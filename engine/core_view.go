@@ -107,12 +107,10 @@ type view struct {
 	read   *read // the read being waited for
 	js     *joinState
 
-	resultSet
-	// shown is what ordered views' subscribers hold (the window's visible
-	// part), to diff against; shownTieAfter: its last row ties on ORDER BY
-	// with the row after the window.
-	shown         []shownRow
-	shownTieAfter bool
+	shownResult
+	// agg is an aggregating view's groups (query.Plan.Agg); its rows
+	// are then the rows it aggregates, held like a COUNT(*) view's.
+	agg *aggView
 
 	// per transaction
 	dirty     bool
@@ -123,6 +121,15 @@ type view struct {
 	// it (Core.Passed).
 	staleAt change.LSN
 	touched []string // single-table views: keys touched (repeats allowed)
+}
+
+// shownResult is a result with what ordered results' subscribers hold
+// (the window's visible part), to diff against; shownTieAfter: its last
+// row ties on ORDER BY with the row after the window.
+type shownResult struct {
+	resultSet
+	shown         []shownRow
+	shownTieAfter bool
 }
 
 // resultSet is a result: rows by key and, for ordered views, sorted by
@@ -145,7 +152,7 @@ type resultSet struct {
 // LIMIT or OFFSET, a window cut at OFFSET+LIMIT+margin rows for LIMIT.
 func newResultSet(plan *query.Plan, margin int) resultSet {
 	rs := resultSet{plan: plan, result: make(map[string]*entry), complete: true}
-	if !plan.Count {
+	if !plan.Count && plan.Agg == nil {
 		rs.ordered = len(plan.Order) > 0 || plan.Limit >= 0 || plan.Offset > 0
 		rs.window = plan.Limit >= 0
 		if rs.window {
@@ -342,7 +349,7 @@ func (v *view) resultRow(e *entry) ResultRow {
 }
 
 // snapshotShown records what an ordered view's subscribers now hold.
-func (v *view) snapshotShown() {
+func (v *shownResult) snapshotShown() {
 	lo, vis := v.visibleAt()
 	v.shown = v.shown[:0]
 	for i, e := range vis {
@@ -379,6 +386,10 @@ func (v *view) accepted(s *sub, pos change.LSN) Output {
 		return o
 	}
 	o.Columns = v.plan.Output
+	if v.agg != nil {
+		o.Rows = v.aggAccepted()
+		return o
+	}
 	if v.plan.Count {
 		o.Count = v.countN()
 		o.Rows = v.countRows()
@@ -409,7 +420,7 @@ type delta struct {
 
 // diffShown compares an ordered view's visible rows with what subscribers
 // hold, and records the visible rows as shown.
-func (v *view) diffShown() delta {
+func (v *shownResult) diffShown() delta {
 	var d delta
 	vis := v.visible()
 	old := make(map[string][]any, len(v.shown))

@@ -147,10 +147,6 @@ func (c *compiler) parse() error {
 		return refuse(CodeInto, "SELECT INTO is not supported")
 	case len(sel.DistinctClause) > 0:
 		return refuse(CodeDistinct, "DISTINCT is not supported")
-	case len(sel.GroupClause) > 0:
-		return refuse(CodeGroupBy, "GROUP BY is not supported")
-	case sel.HavingClause != nil:
-		return refuse(CodeHaving, "HAVING is not supported")
 	case len(sel.WindowClause) > 0:
 		return refuse(CodeWindow, "WINDOW clauses are not supported")
 	case len(sel.LockingClause) > 0:
@@ -362,7 +358,12 @@ func (c *compiler) compile() (*Plan, error) {
 		return nil, err
 	}
 	p := &Plan{SQL: c.sql, Binds: c.binds, Limit: -1}
-	if err := c.targets(p, sel.TargetList); err != nil {
+	grouped := needsGrouping(sel)
+	if grouped {
+		if err := c.grouping(p); err != nil {
+			return nil, err
+		}
+	} else if err := c.targets(p, sel.TargetList); err != nil {
 		return nil, err
 	}
 	if sel.WhereClause != nil {
@@ -373,11 +374,13 @@ func (c *compiler) compile() (*Plan, error) {
 		e.markRaises()
 		p.filter = e
 	}
-	if err := c.order(p, sel.SortClause); err != nil {
-		return nil, err
-	}
-	if err := c.limits(p); err != nil {
-		return nil, err
+	if !grouped {
+		if err := c.order(p, sel.SortClause); err != nil {
+			return nil, err
+		}
+		if err := c.limits(p); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.ctxErr(); err != nil {
 		return nil, err
@@ -433,11 +436,20 @@ func (c *compiler) finish(p *Plan) error {
 	c.fixJoinKeys()
 	c.fixOutputs(p)
 	p.raises = p.filter != nil && p.filter.raises
-	for _, o := range p.Output {
-		p.raises = p.raises || o.expr != nil && o.expr.raises
-	}
-	for _, k := range p.Order {
-		p.raises = p.raises || k.expr != nil && k.expr.raises
+	if g := p.Agg; g != nil {
+		for _, k := range g.keys {
+			p.raises = p.raises || k.raises
+		}
+		for _, a := range g.Aggs {
+			p.raises = p.raises || a.arg != nil && a.arg.raises
+		}
+	} else {
+		for _, o := range p.Output {
+			p.raises = p.raises || o.expr != nil && o.expr.raises
+		}
+		for _, k := range p.Order {
+			p.raises = p.raises || k.expr != nil && k.expr.raises
+		}
 	}
 	p.Output = shareOutput(p.Output)
 	p.Order = shareOrder(p.Order)
@@ -1120,10 +1132,7 @@ func (c *compiler) unsupported(n *pg.Node, where string) error {
 		case f.Over != nil:
 			return refusalAt(f.Location, CodeWindow, "window functions are not supported (%s(...) OVER ...)", name)
 		case aggregates[lname]:
-			if lname == "count" {
-				return refusalAt(f.Location, CodeAggregate, "only COUNT(*) alone is supported, not %s", c.snippet(n))
-			}
-			return refusalAt(f.Location, CodeAggregate, "aggregate %s() is not supported; only COUNT(*) is", name)
+			return refusalAt(f.Location, CodeAggregate, "aggregate %s() is not supported %s (aggregates go in the select list, HAVING and ORDER BY)", name, where)
 		case volatiles[lname]:
 			return refusalAt(f.Location, CodeVolatile, "%s() is volatile or depends on the time; its result cannot be kept fresh", name)
 		}

@@ -29,6 +29,9 @@ func (p *Plan) Eval(row Row) Tri {
 // order, so results must be compared as multisets within each tie group
 // (and a LIMIT cutting through a tie group may keep any of its rows).
 func (p *Plan) Compare(a, b Row) int {
+	if p.Agg != nil {
+		return p.Agg.Post.Compare(a, b)
+	}
 	for _, k := range p.Order {
 		var oid uint32
 		var x, y any
@@ -71,6 +74,9 @@ func (p *Plan) Compare(a, b Row) int {
 // total order for the engine's window bookkeeping, the order Render's
 // Window option asks PostgreSQL for.
 func (p *Plan) CompareWindow(a, b Row) int {
+	if p.Agg != nil {
+		return p.Agg.Post.CompareWindow(a, b)
+	}
 	if c := p.Compare(a, b); c != 0 {
 		return c
 	}
@@ -101,9 +107,13 @@ func cell(r Row, src, col int) any {
 }
 
 // Project returns the output values of a joined row, in Output order (not
-// for COUNT plans), computed columns evaluated (a value that would raise
+// for COUNT plans; for a plan with Agg, of a group row, as Compare and
+// CompareWindow compare group rows), computed columns evaluated (a value that would raise
 // is nil here: check rows with EvalRow or Check first).
 func (p *Plan) Project(row Row) []any {
+	if p.Agg != nil {
+		return p.Agg.Post.Project(row)
+	}
 	out := make([]any, len(p.Output))
 	for i, o := range p.Output {
 		switch {

@@ -200,8 +200,14 @@ func FuzzCompile(f *testing.F) {
 			row[i] = make([]any, len(s.Columns))
 		}
 		_ = p.Eval(row)
+		if p.Agg != nil {
+			// Outputs and order compare group rows.
+			keys, args := make([]any, len(p.Agg.KeyOIDs)), make([]any, len(p.Agg.Aggs))
+			_ = p.Agg.Eval(row, keys, args)
+			row = Row{make([]any, len(p.Agg.Post.Sources[0].Columns))}
+		}
 		_ = p.Compare(row, row)
-		_ = p.CompareWindow(row, make(Row, len(p.Sources)))
+		_ = p.CompareWindow(row, make(Row, len(row)))
 		_ = p.Project(row)
 		// A row of values: expressions over them may raise PostgreSQL's
 		// errors (as EvalError), never panic.

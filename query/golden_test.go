@@ -110,6 +110,23 @@ func describePlan(p *Plan) string {
 			fmt.Fprintf(&b, "  constraint %s %s\n", s.Columns[c.Column].Name, describeConstraint(c))
 		}
 	}
+	srcs := p.Sources
+	if g := p.Agg; g != nil {
+		srcs = g.Post.Sources
+		var keys []string
+		for _, k := range g.KeyOIDs {
+			keys = append(keys, typeName(k))
+		}
+		var aggs []string
+		for _, a := range g.Aggs {
+			arg := ""
+			if a.ArgOID != 0 {
+				arg = typeName(a.ArgOID)
+			}
+			aggs = append(aggs, fmt.Sprintf("%s(%s)->%s", a.Kind, arg, typeName(a.TypeOID)))
+		}
+		fmt.Fprintf(&b, "group by: [%s] aggregates: [%s] having: %v\n", strings.Join(keys, " "), strings.Join(aggs, " "), g.Post.filter != nil)
+	}
 	var outs []string
 	for _, o := range p.Output {
 		if o.Source == ExprSource {
@@ -120,8 +137,8 @@ func describePlan(p *Plan) string {
 			outs = append(outs, o.Name+"=count(*)")
 			continue
 		}
-		s := p.Sources[o.Source]
-		outs = append(outs, fmt.Sprintf("%s=%s.%s", o.Name, s.Alias, s.Columns[o.Column].Name))
+		s := srcs[o.Source]
+		outs = append(outs, strings.ReplaceAll(fmt.Sprintf("%s=%s.%s", o.Name, s.Alias, s.Columns[o.Column].Name), "\x00", "@"))
 	}
 	fmt.Fprintf(&b, "output: %s\n", strings.Join(outs, ", "))
 	for _, k := range p.Order {
@@ -129,8 +146,8 @@ func describePlan(p *Plan) string {
 			fmt.Fprintf(&b, "order: expr:%s desc=%v nullsfirst=%v\n", typeName(k.expr.oid), k.Desc, k.NullsFirst)
 			continue
 		}
-		s := p.Sources[k.Source]
-		fmt.Fprintf(&b, "order: %s.%s desc=%v nullsfirst=%v\n", s.Alias, s.Columns[k.Column].Name, k.Desc, k.NullsFirst)
+		s := srcs[k.Source]
+		fmt.Fprintf(&b, "order: %s desc=%v nullsfirst=%v\n", strings.ReplaceAll(s.Alias+"."+s.Columns[k.Column].Name, "\x00", "@"), k.Desc, k.NullsFirst)
 	}
 	fmt.Fprintf(&b, "limit: %d offset: %d count: %v\n", p.Limit, p.Offset, p.Count)
 	if p.Raises() {

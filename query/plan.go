@@ -142,6 +142,13 @@ type Plan struct {
 	// Limit and Offset still say).
 	Count bool
 
+	// Agg is set for a query that aggregates otherwise (GROUP BY,
+	// HAVING, aggregates beside each other or with arguments): the rows
+	// the filter keeps are grouped and aggregated as Agg says, and
+	// Output, Order, Limit and Offset (copies of Agg.Post's) describe the
+	// group rows, not the sources' rows.
+	Agg *Grouping
+
 	filter *expr // nil: no WHERE
 	raises bool  // some expression can raise (Raises)
 }

@@ -55,12 +55,21 @@ func (p *Plan) Render(o RenderOptions) string {
 				sel.TargetList = append(sel.TargetList, pg.MakeResTargetNodeWithVal(colNode(s.Alias, c.Name), -1))
 			}
 		}
-		if p.Count {
+		if p.Count || p.Agg != nil {
 			// The counted rows: the aggregate's LIMIT/OFFSET do not apply.
 			sel.LimitCount, sel.LimitOffset = nil, nil
 		}
+		if p.Agg != nil {
+			// The aggregated rows: grouping, HAVING and the order of
+			// groups are the engine's.
+			sel.GroupClause, sel.HavingClause, sel.SortClause = nil, nil, nil
+			sel.LimitOption = pg.LimitOption_LIMIT_OPTION_DEFAULT
+		}
 	}
-	if (o.Window || o.Columns == SelectNeeded) && !p.Count {
+	if p.Agg != nil {
+		o.Window = false
+	}
+	if (o.Window || o.Columns == SelectNeeded) && !p.Count && p.Agg == nil {
 		// ORDER BY is written out from the plan: the original may name
 		// output aliases or positions that a different select list lacks.
 		sel.SortClause = nil

@@ -237,6 +237,19 @@ func (p *Plan) Check(row Row) (err error) {
 }
 
 func (p *Plan) check(row Row) {
+	if g := p.Agg; g != nil {
+		for _, k := range g.keys {
+			if k.raises {
+				k.eval(row)
+			}
+		}
+		for i := range g.Aggs {
+			if a := g.Aggs[i].arg; a != nil && a.raises {
+				a.eval(row)
+			}
+		}
+		return
+	}
 	for i := range p.Output {
 		if sx := p.Output[i].expr; sx != nil && sx.raises {
 			sx.eval(row)
