@@ -220,6 +220,16 @@ func FuzzCompile(f *testing.F) {
 		}
 		_, _ = p.EvalRow(full)
 		_ = p.Check(full)
+		if p.Agg != nil {
+			keys, args := make([]any, len(p.Agg.KeyOIDs)), make([]any, len(p.Agg.Aggs))
+			_ = p.Agg.Eval(full, keys, args)
+			gs := p.Agg.Post.Sources[0]
+			full = Row{make([]any, len(gs.Columns))}
+			for j, c := range gs.Columns {
+				full[0][j] = sampleValue(c)
+			}
+			_, _ = p.Agg.Post.EvalRow(full)
+		}
 		_ = p.Project(full)
 		_ = p.Compare(full, row)
 		p2, r2, err := Compile(context.Background(), p.Normalized, nil, opts)
