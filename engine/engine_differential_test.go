@@ -1354,10 +1354,10 @@ type passWatch struct {
 	// the tables: a reference query that no longer runs is then no answer.
 	schemaChanged func(tables []string) bool
 	mu            sync.Mutex
-	types  change.TypeResolver
-	subs   []*dsub
-	states []passState
-	snaps  []passSnap
+	types         change.TypeResolver
+	subs          []*dsub
+	states        []passState
+	snaps         []passSnap
 	// compared counts client states matched with an answer.
 	compared int
 }
