@@ -160,6 +160,8 @@ func TestDifferential(t *testing.T) {
 			{"results of queries with expressions compared", count("+expr"), 30},
 			{"results of windows (ORDER BY ... LIMIT) compared", count("+limit"), 35},
 			{"counts compared", total.counts, 25},
+			{"aggregate results compared", count("agg"), 18},
+			{"grouped aggregate results compared", count("agg+group"), 9},
 			{"ordered results compared", total.ordered, 55},
 			{"results of queries with binary binds compared", total.binary, 15},
 			{"touch-mode subscriptions checked", total.touchSubs, 13},
@@ -649,6 +651,9 @@ func (g *dgen) query() dquery {
 		shape = "join"
 	}
 
+	if nsrc == 1 && g.rng.IntN(6) == 0 {
+		return q.aggregate(from.String())
+	}
 	count := g.rng.IntN(6) == 0
 	var targets []string
 	if count {
@@ -761,6 +766,104 @@ func (g *dgen) query() dquery {
 		dq.ref = "SELECT " + strings.Join(targets, ", ") + ", dense_rank() OVER (" + ob[1:] + ") FROM " + from.String() + where +
 			ob + ties + limit + offset
 	}
+	return dq
+}
+
+// aggregate draws an aggregating query of one table ("agg" shapes):
+// aggregates beside each other or grouped by one or two columns, maybe
+// HAVING, maybe ordered by an aggregate and every key (a total order)
+// with a LIMIT. It keeps to what PostgreSQL answers independently of row
+// order: no min/max of numeric or float8 (their generated values include
+// equal ones that print differently: 1.5 and 1.50, 0 and -0), no sum/avg
+// of floats (refused), no keys of those types.
+func (q *qbuilder) aggregate(from string) dquery {
+	g := q.g
+	tb := q.srcs[0].tb
+	shape := "agg"
+	var keys []string
+	keyOrderable := true
+	for range g.rng.IntN(3) {
+		c := &tb.cols[g.rng.IntN(len(tb.cols))]
+		switch c.typ {
+		case "int4", "int8", "text", "bool", "date", "timestamptz", "uuid", "varchar(12)", "bytea":
+		default:
+			continue
+		}
+		name := "s0." + c.name
+		if slices.Contains(keys, name) {
+			continue
+		}
+		keys = append(keys, name)
+		keyOrderable = keyOrderable && c.ordering
+	}
+	if len(keys) > 0 {
+		shape += "+group"
+	}
+	var aggs []string
+	for range 1 + g.rng.IntN(4) {
+		c := &tb.cols[g.rng.IntN(len(tb.cols))]
+		name := "s0." + c.name
+		var opts []string
+		switch c.typ {
+		case "int4", "int8", "numeric":
+			opts = append(opts, "sum", "avg")
+		case "bool":
+			opts = append(opts, "bool_and", "bool_or", "every")
+		}
+		switch {
+		case c.ordering && c.typ != "numeric" && c.typ != "float8" && c.typ != "uuid" && c.typ != "bytea":
+			opts = append(opts, "min", "max")
+		}
+		opts = append(opts, "count", "count(*)")
+		if !c.noEq {
+			opts = append(opts, "count distinct")
+		}
+		switch f := g.pick(opts); f {
+		case "count(*)":
+			aggs = append(aggs, "count(*)")
+		case "count distinct":
+			aggs = append(aggs, "count(DISTINCT "+name+")")
+		default:
+			aggs = append(aggs, f+"("+name+")")
+		}
+	}
+	targets := append(slices.Clone(keys), aggs...)
+	for i := range targets {
+		targets[i] += fmt.Sprintf(" AS o%d", i)
+	}
+	where := ""
+	if g.rng.IntN(3) > 0 {
+		where = " WHERE " + q.pred(2)
+	}
+	group := ""
+	if len(keys) > 0 {
+		group = " GROUP BY " + strings.Join(keys, ", ")
+	}
+	if g.rng.IntN(3) == 0 {
+		group += g.pick([]string{" HAVING count(*) > 1", " HAVING count(*) < 3", " HAVING " + aggs[0] + " IS NOT NULL"})
+		shape += "+having"
+	}
+	sel := "SELECT " + strings.Join(targets, ", ") + " FROM " + from + where + group
+	dq := dquery{sql: sel, ref: sel, binds: q.binds, tables: []string{tb.name}}
+	if len(keys) > 0 && keyOrderable && g.rng.IntN(2) == 0 {
+		// A leaderboard: by an aggregate, then every key (groups are
+		// unique by their keys, so the order is total).
+		ob := " ORDER BY " + aggs[0] + g.pick([]string{" DESC NULLS LAST", "", " DESC"})
+		for _, k := range keys {
+			ob += ", " + k
+		}
+		limit := ""
+		if g.rng.IntN(3) > 0 {
+			limit = " LIMIT " + q.count(int64(g.rng.IntN(5)))
+			shape += "+limit"
+		}
+		dq.binds = q.binds
+		dq.sql = sel + ob + limit
+		dq.ref = "SELECT " + strings.Join(targets, ", ") + ", dense_rank() OVER (" + ob[1:] + ") FROM " + from + where + group + ob + limit
+		dq.ordered = true
+		shape += "+order"
+	}
+	dq.shape = shape
 	return dq
 }
 
