@@ -182,6 +182,14 @@ func (k OutputKind) String() string {
 // contributes NULLs). Compare keys as strings.
 type Key string
 
+// Move is one row of a Delta's Moves: Key is now right after After, or
+// first when Head.
+type Move struct {
+	Key   Key
+	After Key
+	Head  bool
+}
+
 // ResultRow is one row of a result: its identity and its values in
 // Plan.Output order (change's typed forms, nil for NULL).
 type ResultRow struct {
@@ -210,6 +218,12 @@ type Output struct {
 	// Order is, for a Delta of a query with ORDER BY, the keys of the whole
 	// result in order after the change; nil otherwise.
 	Order []Key
+	// Moves is, for such a Delta, the same change of order told by the
+	// rows whose place changed (rows that entered among them), in their
+	// new order, each with the row now before it: what a subscriber that
+	// holds the old order needs to reach Order (empty when no row moved).
+	// Every subscriber of a view gets the same slice.
+	Moves []Move
 	// Count is the count of a COUNT(*) query (Accepted and Delta).
 	Count int64
 	// Code names why, for Refused and Ended, in a stable word: one of the

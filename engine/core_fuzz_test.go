@@ -995,6 +995,9 @@ func (s *fzState) collect() {
 			if sb.mode != ModeRows {
 				s.t.Errorf("sub %d: delta in touch mode", o.Sub)
 			}
+			if err := checkMoves(sb.order, o); err != nil {
+				s.t.Errorf("sub %d: %v", o.Sub, err)
+			}
 			sb.count = o.Count
 			for _, k := range o.Removed {
 				if _, ok := sb.rows[k]; !ok {

@@ -415,6 +415,15 @@ func (h *harness) collect() {
 			if !m.accepted {
 				h.t.Errorf("delta for sub %d before accepted", o.Sub)
 			}
+			if o.Order != nil || o.Moves != nil {
+				prev := make([]Key, len(m.rows))
+				for i, r := range m.rows {
+					prev[i] = r.Key
+				}
+				if err := checkMoves(prev, o); err != nil {
+					h.t.Errorf("sub %d: %v", o.Sub, err)
+				}
+			}
 			m.count = o.Count
 			for _, k := range o.Removed {
 				i := slices.IndexFunc(m.rows, func(r ResultRow) bool { return r.Key == k })

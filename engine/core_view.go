@@ -409,6 +409,7 @@ type delta struct {
 	rows    []ResultRow
 	removed []Key
 	order   []Key
+	moves   []Move
 	count   int64
 	changed bool
 	// ties: an ordered result kept its rows and order but not which of
@@ -423,17 +424,17 @@ type delta struct {
 func (v *shownResult) diffShown() delta {
 	var d delta
 	vis := v.visible()
-	old := make(map[string][]any, len(v.shown))
-	for _, s := range v.shown {
-		old[s.key] = s.vals
+	old := make(map[string]int, len(v.shown))
+	for i, s := range v.shown {
+		old[s.key] = i
 	}
 	now := make(map[string]bool, len(vis))
 	same := len(vis) == len(v.shown)
 	for i, e := range vis {
 		now[e.key] = true
 		vals := v.plan.Project(e.enteredRow())
-		shownVals, ok := old[e.key]
-		if !ok || !sameValues(shownVals, vals) {
+		oi, ok := old[e.key]
+		if !ok || !sameValues(v.shown[oi].vals, vals) {
 			d.rows = append(d.rows, ResultRow{Key: Key(e.key), Values: vals})
 		}
 		if same && v.shown[i].key != e.key {
@@ -445,6 +446,11 @@ func (v *shownResult) diffShown() delta {
 		if !now[s.key] {
 			d.removed = append(d.removed, Key(s.key))
 		}
+	}
+	if same {
+		d.moves = []Move{}
+	} else {
+		d.moves = v.moves(vis, old, now)
 	}
 	d.changed = len(d.rows) > 0 || len(d.removed) > 0 || !same
 	if d.order == nil {
@@ -461,6 +467,64 @@ func (v *shownResult) diffShown() delta {
 	}
 	v.snapshotShown()
 	return d
+}
+
+// moves tells how the visible rows vis differ in order from the shown
+// ones: a set of rows whose removal from both leaves the same sequence
+// (the rows that kept their relative order), each with the row before
+// it in vis. old maps a shown key to its index, now says which shown
+// keys are still visible. It walks both in step, so one row that moved
+// (however far) costs one Move; when the two disagree it takes the shown
+// row as moved if the row after it is the one vis has, else the visible
+// one. Any choice leaves a common subsequence, so the Moves are always
+// right, if not always the fewest.
+func (v *shownResult) moves(vis []*entry, old map[string]int, now map[string]bool) []Move {
+	ms := []Move{}
+	var moved map[string]bool
+	// next returns the index of the first shown row at or after i that
+	// is still visible and not moved.
+	next := func(i int) int {
+		for i < len(v.shown) && (!now[v.shown[i].key] || moved[v.shown[i].key]) {
+			i++
+		}
+		return i
+	}
+	i, la := 0, 0 // la: next(i+1), known while la > i
+	for j, e := range vis {
+		k := e.key
+		_, held := old[k]
+		move := !held || moved[k]
+		if !move {
+			if n := next(i); n != i {
+				i, la = n, 0
+			}
+			// k is held, not moved and not yet matched, so it is at or
+			// after i.
+			if v.shown[i].key == k {
+				i++
+			} else {
+				la = next(max(la, i+1))
+				if moved == nil {
+					moved = map[string]bool{}
+				}
+				if la < len(v.shown) && v.shown[la].key == k {
+					moved[v.shown[i].key] = true
+					i = la + 1
+				} else {
+					moved[k] = true
+					move = true
+				}
+			}
+		}
+		if move {
+			m := Move{Key: Key(k), Head: j == 0}
+			if j > 0 {
+				m.After = Key(vis[j-1].key)
+			}
+			ms = append(ms, m)
+		}
+	}
+	return ms
 }
 
 // sameOutput reports whether a single-table view's projection of the
@@ -680,7 +744,7 @@ func (s *state) emit(v *view, d delta, lsn change.LSN) {
 		if v.plan.Count {
 			o.Count = d.count
 		} else {
-			o.Rows, o.Removed, o.Order = d.rows, d.removed, d.order
+			o.Rows, o.Removed, o.Order, o.Moves = d.rows, d.removed, d.order, d.moves
 		}
 		s.out.Outputs = append(s.out.Outputs, o)
 	}

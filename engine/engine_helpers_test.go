@@ -269,6 +269,9 @@ func (c *recorder) Send(out Output) {
 			c.problems = append(c.problems, fmt.Sprintf("delta at %s not after %s", out.LSN, c.lsn))
 		}
 		c.lsn = out.LSN
+		if err := checkMoves(c.order, out); err != nil {
+			c.problems = append(c.problems, err.Error())
+		}
 		for _, k := range out.Removed {
 			if _, ok := c.rows[k]; !ok {
 				c.problems = append(c.problems, fmt.Sprintf("removed key %x not held", k))

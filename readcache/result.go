@@ -134,6 +134,9 @@ func newResult(a *wire.Accepted) *Result {
 
 // apply returns the result after d: remove, then upsert, then reorder.
 func (r *Result) apply(d *wire.Delta) (*Result, error) {
+	if d.Order == nil && d.Size != nil {
+		return r.applyMoves(d)
+	}
 	type item struct {
 		vals [][]byte
 		n    int64
@@ -203,4 +206,175 @@ func rowSize(vals [][]byte) int64 {
 		n += int64(len(v)) + valueOverhead
 	}
 	return n
+}
+
+// moveMark is what a delta in the moves form says of one key.
+type moveMark struct {
+	old     int32 // index in the result, -1 when not held
+	up      int   // 1 + index in Upsert, 0 when not upserted
+	removed bool
+	moved   bool
+	placed  bool
+	next    *string // the moved key now right after this one
+}
+
+// applyMoves applies a delta in the moves form (wire.DeltaOrderMoves):
+// remove, upsert, and put each moved row right after the row its move
+// names. Its cost grows with the rows the delta names, besides one look
+// at each held key and copying the slices that hold them (the result is
+// immutable: readers hold the old one).
+func (r *Result) applyMoves(d *wire.Delta) (*Result, error) {
+	marks := make(map[string]*moveMark, len(d.Remove)+len(d.Upsert)+2*len(d.Moves))
+	mark := func(k string) *moveMark {
+		m := marks[k]
+		if m == nil {
+			m = &moveMark{old: -1}
+			marks[k] = m
+		}
+		return m
+	}
+	for _, k := range d.Remove {
+		mark(k).removed = true
+	}
+	for i, u := range d.Upsert {
+		if len(u.Values) != len(r.Columns) {
+			return nil, fmt.Errorf("apply delta at %s: a row has %d values, the result has %d columns", d.LSN, len(u.Values), len(r.Columns))
+		}
+		m := mark(u.Key)
+		if m.removed {
+			return nil, fmt.Errorf("apply delta at %s: key %q both removed and upserted", d.LSN, u.Key)
+		}
+		m.up = i + 1
+	}
+	var head *string
+	for i := range d.Moves {
+		mv := &d.Moves[i]
+		m := mark(mv.Key)
+		if m.moved || m.removed {
+			return nil, fmt.Errorf("apply delta at %s: key %q moved twice, or moved and removed", d.LSN, mv.Key)
+		}
+		m.moved = true
+		if mv.After == nil {
+			if head != nil {
+				return nil, fmt.Errorf("apply delta at %s: two moves to the first place (%q, %q)", d.LSN, *head, mv.Key)
+			}
+			head = &mv.Key
+			continue
+		}
+		a := mark(*mv.After)
+		if a.next != nil {
+			return nil, fmt.Errorf("apply delta at %s: two moves after key %q", d.LSN, *mv.After)
+		}
+		a.next = &mv.Key
+	}
+	// The held rows the delta names, in the result's order.
+	var stops []int32
+	for i, k := range r.keys {
+		if m, ok := marks[k]; ok {
+			m.old = int32(i)
+			stops = append(stops, int32(i))
+		}
+	}
+	n := len(r.keys) + len(d.Moves)
+	nr := &Result{Columns: r.Columns, LSN: d.LSN, Rows: make([][][]byte, 0, n), keys: make([]string, 0, n), size: r.size}
+	derived := r.derived()
+	if derived {
+		nr.from = make([]int32, 0, n)
+	}
+	placed := 0
+	var err error
+	// place appends the row k (named by the delta) and the chain of moved
+	// rows after it.
+	place := func(k string, m *moveMark) {
+		for {
+			if m.placed {
+				err = fmt.Errorf("apply delta at %s: key %q placed twice", d.LSN, k)
+				return
+			}
+			m.placed = true
+			switch {
+			case m.up > 0:
+				vals, sz := rowValues(d.Upsert[m.up-1].Values)
+				nr.Rows = append(nr.Rows, vals)
+				nr.size += sz + int64(len(k))
+				if m.old >= 0 {
+					nr.size -= rowSize(r.Rows[m.old]) + int64(len(k))
+				}
+				if derived {
+					nr.from = append(nr.from, -1)
+				}
+			case m.old >= 0:
+				nr.Rows = append(nr.Rows, r.Rows[m.old])
+				if derived {
+					nr.from = append(nr.from, m.old)
+				}
+			default:
+				err = fmt.Errorf("apply delta at %s: a move names key %q, neither held nor upserted", d.LSN, k)
+				return
+			}
+			nr.keys = append(nr.keys, k)
+			if m.moved {
+				placed++
+			}
+			if m.next == nil {
+				return
+			}
+			k = *m.next
+			m = marks[k]
+		}
+	}
+	if head != nil {
+		place(*head, marks[*head])
+	}
+	at := int32(0)
+	copyTo := func(end int32) {
+		nr.Rows = append(nr.Rows, r.Rows[at:end]...)
+		nr.keys = append(nr.keys, r.keys[at:end]...)
+		if derived {
+			for i := at; i < end; i++ {
+				nr.from = append(nr.from, i)
+			}
+		}
+	}
+	for _, i := range stops {
+		if err != nil {
+			return nil, err
+		}
+		copyTo(i)
+		at = i + 1
+		k := r.keys[i]
+		m := marks[k]
+		switch {
+		case m.removed:
+			nr.size -= rowSize(r.Rows[i]) + int64(len(k))
+			if m.next != nil {
+				return nil, fmt.Errorf("apply delta at %s: a move is after key %q, which the delta removes", d.LSN, k)
+			}
+		case m.moved:
+			// Its chain places it (with its new values when upserted).
+		default:
+			place(k, m)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	copyTo(int32(len(r.keys)))
+	if placed != len(d.Moves) {
+		return nil, fmt.Errorf("apply delta at %s: %d of %d moves placed (a move is after a key the result does not hold)", d.LSN, placed, len(d.Moves))
+	}
+	for k, m := range marks {
+		if m.up > 0 && m.old < 0 && !m.placed {
+			return nil, fmt.Errorf("apply delta at %s: key %q is new to the result but no move places it", d.LSN, k)
+		}
+	}
+	if len(nr.keys) != *d.Size {
+		return nil, fmt.Errorf("apply delta at %s: the result would hold %d rows, the delta says %d", d.LSN, len(nr.keys), *d.Size)
+	}
+	if derived {
+		nr.prev.Store(r)
+	} else {
+		nr.from = nil
+	}
+	return nr, nil
 }

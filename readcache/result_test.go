@@ -3,6 +3,8 @@ package readcache
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +50,20 @@ func TestApply(t *testing.T) {
 		{"order names a missing key", `{"lsn":"0/2","order":["a","q"]}`, "", "does not hold"},
 		{"order misses a key", `{"lsn":"0/2","order":["a"]}`, "", "lists 1 keys"},
 		{"wrong width", `{"lsn":"0/2","upsert":[{"key":"c","values":["3"]}]}`, "", "1 values"},
+		{"moves: none", `{"lsn":"0/2","upsert":[{"key":"a","values":["1","y"]}],"size":2}`, "a=1,y b=2,NULL", ""},
+		{"moves: one to the head", `{"lsn":"0/2","moves":[{"key":"b","after":null}],"size":2}`, "b=2,NULL a=1,x", ""},
+		{"moves: new row between", `{"lsn":"0/2","upsert":[{"key":"c","values":["3","z"]}],"moves":[{"key":"c","after":"a"}],"size":3}`, "a=1,x c=3,z b=2,NULL", ""},
+		{"moves: chain", `{"lsn":"0/2","upsert":[{"key":"c","values":["3","z"]},{"key":"a","values":["1","w"]}],"moves":[{"key":"c","after":"b"},{"key":"a","after":"c"}],"size":3}`, "b=2,NULL c=3,z a=1,w", ""},
+		{"moves: window slides", `{"lsn":"0/2","upsert":[{"key":"c","values":["0","w"]}],"remove":["b"],"moves":[{"key":"c","after":null}],"size":2}`, "c=0,w a=1,x", ""},
+		{"moves: remove all", `{"lsn":"0/2","remove":["a","b"],"size":0}`, "", ""},
+		{"moves: wrong size", `{"lsn":"0/2","remove":["a"],"size":2}`, "", "the delta says 2"},
+		{"moves: new row not placed", `{"lsn":"0/2","upsert":[{"key":"c","values":["3","z"]}],"size":3}`, "", "no move places it"},
+		{"moves: after a missing key", `{"lsn":"0/2","moves":[{"key":"a","after":"q"}],"size":2}`, "", "moves placed"},
+		{"moves: after a removed key", `{"lsn":"0/2","remove":["b"],"moves":[{"key":"a","after":"b"}],"size":1}`, "", "removes"},
+		{"moves: a cycle", `{"lsn":"0/2","moves":[{"key":"a","after":"b"},{"key":"b","after":"a"}],"size":2}`, "", "moves placed"},
+		{"moves: twice", `{"lsn":"0/2","moves":[{"key":"a","after":null},{"key":"a","after":"b"}],"size":2}`, "", "moved twice"},
+		{"moves: two heads", `{"lsn":"0/2","moves":[{"key":"a","after":null},{"key":"b","after":null}],"size":2}`, "", "first place"},
+		{"moves: unknown key", `{"lsn":"0/2","moves":[{"key":"q","after":"a"}],"size":3}`, "", "neither held nor upserted"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,8 +91,8 @@ func TestApply(t *testing.T) {
 			if got := rowsOf(r); got != "a=1,x b=2,NULL" {
 				t.Fatalf("the old result changed: %q", got)
 			}
-			if nr.size <= 0 {
-				t.Fatalf("size = %d", nr.size)
+			if want := sizeOf(nr); nr.size != want {
+				t.Fatalf("size = %d, want %d (counted afresh)", nr.size, want)
 			}
 		})
 	}
@@ -88,6 +104,8 @@ func FuzzApply(f *testing.F) {
 	f.Add(`{"upsert":[{"key":"c","values":["3","z"]}],"remove":["a"]}`)
 	f.Add(`{"order":["b","a"]}`)
 	f.Add(`{"upsert":[{"key":"a","values":[null,null]}],"order":["a","b","a"]}`)
+	f.Add(`{"upsert":[{"key":"c","values":["3","z"]}],"moves":[{"key":"c","after":"a"},{"key":"b","after":null}],"size":3}`)
+	f.Add(`{"moves":[{"key":"a","after":"b"},{"key":"b","after":"a"}],"size":2}`)
 	f.Fuzz(func(t *testing.T, delta string) {
 		acc := &wire.Accepted{Columns: []wire.Column{{Name: "id", TypeOID: 23}, {Name: "v", TypeOID: 25}},
 			Rows: []wire.Row{{Key: "a", Values: []*string{sp("1"), sp("x")}}, {Key: "b", Values: []*string{sp("2"), nil}}}}
@@ -336,5 +354,100 @@ func TestMemoReuse(t *testing.T) {
 	}
 	if got := rowsOf(r3); got != "a=11 b=22 d=44" {
 		t.Errorf("rows = %s", got)
+	}
+}
+
+// sizeOf counts a result's size estimate afresh.
+func sizeOf(r *Result) int64 {
+	n := int64(256)
+	for i, row := range r.Rows {
+		n += rowSize(row) + int64(len(r.keys[i]))
+	}
+	return n
+}
+
+// TestApplyMovesRandom: a result changed by random removals, insertions,
+// moves and value changes, told in the moves form, ends as the same
+// change told with the whole order does, size included.
+func TestApplyMovesRandom(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	cols := []wire.Column{{Name: "v", TypeOID: 25}}
+	for iter := 0; iter < 3000; iter++ {
+		acc := &wire.Accepted{Columns: cols}
+		var now []string
+		for i := range rng.Intn(40) {
+			k := fmt.Sprintf("k%d", i)
+			acc.Rows = append(acc.Rows, wire.Row{Key: k, Values: []*string{sp(k)}})
+			now = append(now, k)
+		}
+		r := newResult(acc)
+		if iter%2 == 0 {
+			r.Memo(MemoDriver, func(*Result, any, []int32) any { return 1 })
+		}
+		moved := map[string]bool{}
+		up := map[string]string{}
+		var removed []string
+		for e := range rng.Intn(6) {
+			switch op := rng.Intn(4); {
+			case op == 0 && len(now) > 0:
+				i := rng.Intn(len(now))
+				if !moved[now[i]] && up[now[i]] == "" {
+					removed = append(removed, now[i])
+					now = slices.Delete(now, i, i+1)
+				}
+			case op == 1:
+				k := fmt.Sprintf("n%d", e)
+				now = slices.Insert(now, rng.Intn(len(now)+1), k)
+				moved[k], up[k] = true, "new"
+			case op == 2 && len(now) > 0:
+				i := rng.Intn(len(now))
+				up[now[i]] = fmt.Sprintf("v%d", e)
+			case len(now) > 0:
+				i := rng.Intn(len(now))
+				k := now[i]
+				now = slices.Delete(now, i, i+1)
+				now = slices.Insert(now, rng.Intn(len(now)+1), k)
+				moved[k] = true
+			}
+		}
+		mk := func() *wire.Delta {
+			d := &wire.Delta{LSN: "0/2", Remove: removed}
+			for _, k := range now {
+				if v, ok := up[k]; ok {
+					d.Upsert = append(d.Upsert, wire.Row{Key: k, Values: []*string{sp(v)}})
+				}
+			}
+			return d
+		}
+		full := mk()
+		full.Order = slices.Clone(now)
+		if full.Order == nil {
+			full.Order = []string{}
+		}
+		want, err := r.apply(full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mv := mk()
+		size := len(now)
+		mv.Size = &size
+		for j, k := range now {
+			if !moved[k] {
+				continue
+			}
+			m := wire.Move{Key: k}
+			if j > 0 {
+				m.After = &now[j-1]
+			}
+			mv.Moves = append(mv.Moves, m)
+		}
+		got, err := r.apply(mv)
+		if err != nil {
+			t.Fatalf("old %v new %v moves %+v: %v", r.keys, now, mv.Moves, err)
+		}
+		if rowsOf(got) != rowsOf(want) || got.size != want.size || !slices.Equal(got.from, want.from) {
+			t.Fatalf("moves form gives %q (size %d, from %v), the whole order %q (size %d, from %v)",
+				rowsOf(got), got.size, got.from, rowsOf(want), want.size, want.from)
+		}
 	}
 }

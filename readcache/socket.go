@@ -295,7 +295,10 @@ func (s *socket) subscribeLocked(e *entry) {
 	// engine (they all follow one LSN space), so a key that moves to
 	// another engine, or is read again, never goes back in time.
 	e.minLSN = s.c.floor.Load()
-	sub := &wire.Subscribe{ID: id, SQL: e.sql, Params: e.params, Mode: wire.ModeRows}
+	// An ordered result's deltas name only the rows that moved (an
+	// engine that predates it sends the whole order, which apply reads
+	// too).
+	sub := &wire.Subscribe{ID: id, SQL: e.sql, Params: e.params, Mode: wire.ModeRows, DeltaOrder: wire.DeltaOrderMoves}
 	if e.minLSN > 0 {
 		sub.MinLSN = formatLSN(e.minLSN)
 	}

@@ -51,6 +51,10 @@ type sub struct {
 	ended      bool // removed from c.subs; nothing more is sent
 	cols       []query.Output
 	countKey   *engine.Key // a COUNT(*) result's one row, when it has one
+
+	// moves: the subscribe asked for wire.DeltaOrderMoves (set before
+	// the subscription is registered, then only read).
+	moves bool
 }
 
 func newConn(s *Server, ws *websocket.Conn, nc *sockConn, remote string) *conn {
@@ -363,7 +367,7 @@ func (sb *sub) send(o engine.Output) {
 	var frame []byte
 	switch o.Kind {
 	case engine.OutputAccepted:
-		frame = c.s.enc.accepted(sb.id, sb.mode, &o)
+		frame = c.s.enc.accepted(sb.id, sb.mode, &o, sb.moves)
 	case engine.OutputDelta:
 		c.q.mu.Lock()
 		cols, countKey := sb.cols, sb.countKey
@@ -378,7 +382,7 @@ func (sb *sub) send(o engine.Output) {
 			// sent (docs/s2s-protocol.md).
 			return
 		}
-		frame = c.s.enc.delta(sb.id, cols, &o)
+		frame = c.s.enc.delta(sb.id, cols, &o, sb.moves)
 	case engine.OutputRefused:
 		frame = simpleFrame(wire.TypeRefused, sb.id, wireCode(o.Code), o.Reason, o.Retryable)
 	case engine.OutputEnded:
@@ -635,7 +639,10 @@ func (c *conn) subscribe(f *wire.Subscribe) {
 			return
 		}
 	}
-	sb := &sub{c: c, id: f.ID, mode: mode, started: time.Now()}
+	// An unknown delta_order is served as the full order (a client
+	// asking for a form of a later version gets what this one has;
+	// accepted says which it got).
+	sb := &sub{c: c, id: f.ID, mode: mode, started: time.Now(), moves: f.DeltaOrder == wire.DeltaOrderMoves}
 	c.q.mu.Lock()
 	if c.gone {
 		c.q.mu.Unlock()

@@ -38,6 +38,7 @@ type partKey struct {
 	removed *engine.Key
 	order   *engine.Key
 	count   int64
+	moves   bool // the order as Moves and Size (wire.DeltaOrderMoves)
 }
 
 func newEncoder(types change.TypeResolver) *encoder {
@@ -129,14 +130,39 @@ func appendKeys(dst []byte, name string, keys []engine.Key) []byte {
 	return append(dst, ']')
 }
 
+// appendMoves appends the moves member, absent when no row moved.
+func appendMoves(dst []byte, ms []engine.Move) []byte {
+	if len(ms) == 0 {
+		return dst
+	}
+	dst = append(dst, `,"moves":[`...)
+	for i, m := range ms {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"key":`...)
+		dst = appendKey(dst, m.Key)
+		dst = append(dst, `,"after":`...)
+		if m.Head {
+			dst = append(dst, "null"...)
+		} else {
+			dst = appendKey(dst, m.After)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
+}
+
 func appendCount(dst []byte, n int64) []byte {
 	dst = append(dst, `,"count":"`...)
 	dst = wire.AppendInt(dst, n)
 	return append(dst, '"')
 }
 
-// accepted encodes an Accepted frame for the subscription id.
-func (e *encoder) accepted(id string, mode engine.Mode, o *engine.Output) []byte {
+// accepted encodes an Accepted frame for the subscription id. moves: the
+// subscribe asked for wire.DeltaOrderMoves, said back when the query is
+// ordered.
+func (e *encoder) accepted(id string, mode engine.Mode, o *engine.Output, moves bool) []byte {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	b := append([]byte(nil), `{"type":"accepted","id":`...)
@@ -177,7 +203,16 @@ func (e *encoder) accepted(id string, mode engine.Mode, o *engine.Output) []byte
 	if isCount(o.Columns) {
 		b = appendCount(b, o.Count)
 	}
+	if moves && ordered(o.Plan) {
+		b = append(b, `,"delta_order":"moves"`...)
+	}
 	return append(b, '}')
+}
+
+// ordered reports whether p's deltas carry an order: ORDER BY, LIMIT or
+// OFFSET.
+func ordered(p *query.Plan) bool {
+	return p != nil && (len(p.Order) > 0 || p.Limit >= 0 || p.Offset > 0)
 }
 
 // appendWindow appends the order, limit and offset members of an
@@ -220,13 +255,14 @@ func appendWindow(b []byte, p *query.Plan) []byte {
 func isCount(cols []query.Output) bool { return len(cols) == 1 && cols[0].Source == -1 }
 
 // delta encodes a Delta frame for the subscription id. cols are the
-// columns its Accepted carried.
-func (e *encoder) delta(id string, cols []query.Output, o *engine.Output) []byte {
+// columns its Accepted carried; moves: an ordered query's order goes as
+// Moves and Size (wire.DeltaOrderMoves), not as every key.
+func (e *encoder) delta(id string, cols []query.Output, o *engine.Output, moves bool) []byte {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.resetLocked(o.LSN)
 	count := isCount(cols)
-	pk := partKey{count: -1}
+	pk := partKey{count: -1, moves: moves && o.Order != nil}
 	if len(o.Rows) > 0 {
 		pk.rows = &o.Rows[0]
 	}
@@ -279,7 +315,11 @@ func (e *encoder) delta(id string, cols []query.Output, o *engine.Output) []byte
 	if len(o.Removed) > 0 {
 		b = appendKeys(b, "remove", o.Removed)
 	}
-	if o.Order != nil {
+	if pk.moves {
+		b = appendMoves(b, o.Moves)
+		b = append(b, `,"size":`...)
+		b = wire.AppendInt(b, int64(len(o.Order)))
+	} else if o.Order != nil {
 		b = appendKeys(b, "order", o.Order)
 	}
 	if count {

@@ -46,6 +46,19 @@ const (
 	ModeTouch = "touch" // only that the result changed
 )
 
+// The forms of an ordered subscription's delta (Subscribe.DeltaOrder,
+// Accepted.DeltaOrder).
+const (
+	// DeltaOrderFull: every delta of an ordered query carries Order, every
+	// key of the result in order (the default, and what a server that
+	// predates DeltaOrder sends).
+	DeltaOrderFull = "full"
+	// DeltaOrderMoves: a delta carries Moves, only the rows whose place
+	// changed (each with the key now before it), and Size, so its bytes
+	// grow with the change and not with the result.
+	DeltaOrderMoves = "moves"
+)
+
 // The parameter formats (Param.Format), as in PostgreSQL's extended query
 // protocol.
 const (
@@ -124,6 +137,11 @@ type Subscribe struct {
 	// position it has seen, so its reads never go back in time. Optional:
 	// a server that predates it ignores it.
 	MinLSN string `json:"min_lsn,omitempty"`
+	// DeltaOrder asks for the form of an ordered query's deltas:
+	// DeltaOrderMoves, or DeltaOrderFull (the default when empty).
+	// Optional: a server that predates it ignores it and sends Order, so
+	// a client that asks must still read Order when a delta carries it.
+	DeltaOrder string `json:"delta_order,omitempty"`
 }
 
 // Column is one column of a result.
@@ -173,6 +191,10 @@ type Accepted struct {
 	Rows []Row `json:"rows"`
 	// Count is the result of a COUNT(*) query, in text form.
 	Count *string `json:"count,omitempty"`
+	// DeltaOrder is DeltaOrderMoves when the subscribe asked for it and
+	// the query is ordered (or limited): its deltas carry Moves and Size
+	// instead of Order. Empty otherwise.
+	DeltaOrder string `json:"delta_order,omitempty"`
 }
 
 // Refused says a subscription was not made.
@@ -203,6 +225,22 @@ type Delta struct {
 	Order []string `json:"order,omitempty"`
 	// Count is the new count of a COUNT(*) query.
 	Count *string `json:"count,omitempty"`
+	// Moves, under DeltaOrderMoves, are the rows whose place in the
+	// order changed (rows that entered the result among them), in their
+	// new order, each with the key of the row now before it. Rows not
+	// named keep their relative order.
+	Moves []Move `json:"moves,omitempty"`
+	// Size, under DeltaOrderMoves, is the number of rows in the result
+	// after the change (a check: a client whose result has another size
+	// lost track of it and subscribes again).
+	Size *int `json:"size,omitempty"`
+}
+
+// Move is one row of a Delta's Moves: its key and the key of the row
+// before it in the new order (nil when it is now the first row).
+type Move struct {
+	Key   string  `json:"key"`
+	After *string `json:"after"`
 }
 
 // Touched lists the touch-mode subscriptions whose results changed in the
