@@ -251,7 +251,7 @@ func testVerifyFindsMisroute(t *testing.T, d *desk) {
 	wrong := map[string]func(*ticketdesk.Lookup){
 		"distinct_statuses": func(l *ticketdesk.Lookup) { l.Expect, l.Code = ticketdesk.Cached, "" },
 		"label_by_key":      func(l *ticketdesk.Lookup) { l.Expect, l.Code = ticketdesk.Refused, "distinct" },
-		"status_counts":     func(l *ticketdesk.Lookup) { l.Code = "aggregate" },
+		"over_cap":          func(l *ticketdesk.Lookup) { l.Code = "aggregate" },
 	}
 	var ls []ticketdesk.Lookup
 	for name, spoil := range wrong {
