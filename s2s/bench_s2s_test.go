@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand"
 	"net"
 	"os"
 	"os/exec"
@@ -33,7 +34,10 @@ import (
 // FRESHET_S2S_BENCH_SOCKETS=1000 runs only the socket counts listed and
 // FRESHET_S2S_BENCH_FANOUT=0 skips the fan-out, and
 // FRESHET_S2S_BENCH_RATE sets the latency phases' transactions per second
-// (100):
+// (100), and FRESHET_S2S_BENCH_KEYS=k spreads the sockets over k rows
+// (socket i subscribes to row i%k+1) and has each transaction update one
+// of them at random, so a transaction touches 1/k of the sockets
+// (k=100: 1%; the default 1 touches every socket):
 //
 //	FRESHET_S2S_BENCH=1 go test ./s2s -run TestBenchS2S -v -timeout 20m
 func TestBenchS2S(t *testing.T) {
@@ -54,8 +58,22 @@ func TestBenchS2S(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE TABLE hot (id int PRIMARY KEY, ts bigint NOT NULL, pad text); INSERT INTO hot VALUES (1, 0, 'x')"); err != nil {
+	keys := 1
+	if v := os.Getenv("FRESHET_S2S_BENCH_KEYS"); v != "" {
+		if keys, err = strconv.Atoi(v); err != nil || keys < 1 {
+			t.Fatalf("FRESHET_S2S_BENCH_KEYS=%q: want the number of rows the sockets spread over, 1 or more", v)
+		}
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE hot (id int PRIMARY KEY, ts bigint NOT NULL, pad text)"); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO hot SELECT g, 0, 'x' FROM generate_series(1, $1::int) g", keys); err != nil {
+		t.Fatal(err)
+	}
+	// update writes the timestamp into one row (of keys, at random).
+	update := func() error {
+		_, err := conn.Exec(ctx, "UPDATE hot SET ts = $1 WHERE id = $2", time.Now().UnixMicro(), 1+rand.Intn(keys))
+		return err
 	}
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
@@ -106,7 +124,7 @@ func TestBenchS2S(t *testing.T) {
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
-			ws.Write(ctx, websocket.MessageText, []byte(`{"type":"subscribe","id":"h","sql":"SELECT id, ts FROM hot WHERE id = 1","mode":"rows"}`))
+			ws.Write(ctx, websocket.MessageText, []byte(fmt.Sprintf(`{"type":"subscribe","id":"h","sql":"SELECT id, ts FROM hot WHERE id = %d","mode":"rows"}`, i%keys+1)))
 			socks[i] = &sock{ws: ws}
 		}
 		return socks
@@ -234,7 +252,7 @@ func TestBenchS2S(t *testing.T) {
 		txns := 0
 		for time.Now().Before(end) {
 			<-tick.C
-			if _, err := conn.Exec(ctx, "UPDATE hot SET ts = $1 WHERE id = 1", time.Now().UnixMicro()); err != nil {
+			if err := update(); err != nil {
 				t.Fatal(err)
 			}
 			txns++
@@ -248,8 +266,8 @@ func TestBenchS2S(t *testing.T) {
 		}
 		slices.Sort(all)
 		s1, k1, c1 := cpu()
-		t.Logf("latency sockets=%d rate=%d/s txns=%d frames=%d p50=%.2fms p99=%.2fms max=%.2fms (CPU s: server %.2f of which kernel %.2f, client %.2f; load %s)",
-			n, rate, txns, len(all), pct(all, 0.5), pct(all, 0.99), pct(all, 1), s1-s0, k1-k0, c1-c0, load())
+		t.Logf("latency sockets=%d keys=%d rate=%d/s txns=%d frames=%d p50=%.2fms p99=%.2fms max=%.2fms (CPU s: server %.2f of which kernel %.2f, client %.2f; load %s)",
+			n, keys, rate, txns, len(all), pct(all, 0.5), pct(all, 0.99), pct(all, 1), s1-s0, k1-k0, c1-c0, load())
 		if n == 1000 && fanout {
 			// Fan-out: the writer commits as fast as one connection can
 			// for 5 s; count the rows delivered to all sockets.
@@ -260,7 +278,7 @@ func TestBenchS2S(t *testing.T) {
 			start := time.Now()
 			txns = 0
 			for time.Since(start) < 5*time.Second {
-				if _, err := conn.Exec(ctx, "UPDATE hot SET ts = $1 WHERE id = 1", time.Now().UnixMicro()); err != nil {
+				if err := update(); err != nil {
 					t.Fatal(err)
 				}
 				txns++

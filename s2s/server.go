@@ -319,32 +319,68 @@ func (s *Server) lagFrame(now time.Time) []byte {
 }
 
 // lagLoop queues a lag frame on every connection each LagInterval: one
-// timer and one encoding for all of them, and the frame joins whatever
-// the connection's write loop drains next. Queued behind the
-// connection's other frames, a lag frame is late exactly when they are,
-// which is what a client watching the cadence should see.
+// timer for all of them, and the frame joins whatever the connection's
+// write loop drains next. Queued behind the connection's other frames, a
+// lag frame is late exactly when they are, which is what a client
+// watching the cadence should see.
+//
+// The connections are spread over lagSlots phases of the interval, each
+// keeping its phase for its life, so each still gets one lag frame every
+// LagInterval, but they are not all written at once: at 10,000 sockets a
+// burst of 10,000 writes every 500 ms held the writers for tens of
+// milliseconds, and the deltas of a transaction committed meanwhile
+// waited behind it (docs/benchmarks.md, s2s round 5).
 func (s *Server) lagLoop() {
-	tick := time.NewTicker(s.cfg.LagInterval)
+	slots := lagSlots(s.cfg.LagInterval)
+	tick := time.NewTicker(s.cfg.LagInterval / time.Duration(slots))
 	defer tick.Stop()
-	var conns []*conn
+	phase := map[*conn]int{} // each connection's slot
+	next := 0                // the slot the next new connection gets
+	buckets := make([][]*conn, slots)
+	k := 0
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case now := <-tick.C:
-			b := s.lagFrame(now)
-			s.mu.Lock()
-			conns = conns[:0]
-			for c := range s.conns {
-				conns = append(conns, c)
+			if k == 0 {
+				// A new cycle: the connections open now, by slot.
+				for i := range buckets {
+					clear(buckets[i])
+					buckets[i] = buckets[i][:0]
+				}
+				s.mu.Lock()
+				for c := range s.conns {
+					p, ok := phase[c]
+					if !ok {
+						p = next
+						next = (next + 1) % slots
+					}
+					buckets[p] = append(buckets[p], c)
+				}
+				s.mu.Unlock()
+				clear(phase)
+				for p, b := range buckets {
+					for _, c := range b {
+						phase[c] = p
+					}
+				}
 			}
-			s.mu.Unlock()
-			for _, c := range conns {
-				c.push(b)
+			if len(buckets[k]) > 0 {
+				b := s.lagFrame(now)
+				for _, c := range buckets[k] {
+					c.push(b)
+				}
 			}
-			clear(conns)
+			k = (k + 1) % slots
 		}
 	}
+}
+
+// lagSlots is how many phases lagLoop spreads the connections over: one
+// every 10 ms of the interval, at most 100.
+func lagSlots(interval time.Duration) int {
+	return int(min(max(interval/(10*time.Millisecond), 1), 100))
 }
 
 // lag is the age of the newest heartbeat passed.
