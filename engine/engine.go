@@ -293,7 +293,10 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// Subscribe compiles sql with its binds and registers it. It returns the
+// Subscribe compiles sql with its binds, checks the plan's tables against
+// PostgreSQL as it is now (engine_current.go: one catalog query, so a
+// plan compiled from a cached shape older than the table never joins a
+// view of the old table), and registers it. It returns the
 // subscription's id, or a refusal when the query is not supported (an
 // answer, not an error: read PostgreSQL instead), or an error when it could
 // not decide (catalog I/O, ctx, a closed engine). The subscription's
@@ -302,7 +305,7 @@ func (e *Engine) Subscribe(ctx context.Context, sql string, binds []query.Bind, 
 	if sink == nil {
 		return 0, nil, errors.New("subscribe: sink is nil")
 	}
-	plan, refusal, err := query.Compile(ctx, sql, binds, e.cfg.Query)
+	plan, refusal, err := e.compileCurrent(ctx, sql, binds)
 	if err != nil {
 		return 0, nil, fmt.Errorf("subscribe: %w", err)
 	}
@@ -577,11 +580,7 @@ func (e *Engine) recompile(out Output) bool {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		if inv, ok := e.catalog.(invalidator); ok {
-			for _, src := range f.plan.Sources {
-				inv.Invalidate(src.Table.Schema, src.Table.Name)
-			}
-		}
+		e.invalidatePlan(f.plan)
 		plan, refusal, err := query.Compile(e.ctx, f.sql, f.binds, e.cfg.Query)
 		e.do(e.ctx, func() {
 			e.recompiling--

@@ -34,16 +34,20 @@ func (e *ShapeError) Error() string { return e.Reason }
 // kept to plain joins: it runs with every read, and a subplan per column
 // cost more to plan than the rest of it. $1 is a comma-separated list of OIDs. A table that
 // no longer exists has no row.
-const shapeQuery = `SELECT c.oid, n.nspname, c.relname, c.relreplident::text,
+const shapeQuery = shapeSelect + `
+WHERE c.oid = ANY(string_to_array($1, ',')::oid[])
+ORDER BY c.oid, a.attnum`
+
+// shapeSelect is what shapeQuery and resolveQuery read of each table:
+// parseShapes reads its rows.
+const shapeSelect = `SELECT c.oid, n.nspname, c.relname, c.relreplident::text,
        a.attname, coalesce(a.atttypid, 0), coalesce(a.atttypmod, -1), coalesce(a.attnum, 0),
        coalesce(a.attnum = ANY(i.indkey), c.relreplident = 'f')
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
 LEFT JOIN pg_index i ON i.indrelid = c.oid
-     AND (c.relreplident = 'd' AND i.indisprimary OR c.relreplident = 'i' AND i.indisreplident)
-WHERE c.oid = ANY(string_to_array($1, ',')::oid[])
-ORDER BY c.oid, a.attnum`
+     AND (c.relreplident = 'd' AND i.indisprimary OR c.relreplident = 'i' AND i.indisreplident)`
 
 // oidList renders OIDs for shapeQuery's parameter.
 func oidList(oids []uint32) string {

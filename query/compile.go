@@ -765,7 +765,8 @@ func (c *compiler) addTable(rv *pg.RangeVar, kind JoinKind, nullable bool) error
 		return refusalAt(rv.Location, CodeSystemTable, "%q unqualified names a system catalog (PostgreSQL looks in pg_catalog first); system catalogs cannot be subscribed to. If you mean a table of your own, qualify it (public.%s)", rv.Relname, rv.Relname)
 	}
 	var t *Table
-	if rv.Schemaname != "" {
+	qualified := rv.Schemaname != ""
+	if qualified {
 		var err error
 		t, err = c.opts.Catalog.Table(c.ctx, rv.Schemaname, rv.Relname)
 		if err != nil && !errors.Is(err, ErrNoTable) {
@@ -817,7 +818,7 @@ func (c *compiler) addTable(rv *pg.RangeVar, kind JoinKind, nullable bool) error
 			return refusalAt(rv.Location, CodeDuplicateAlias, "table name %q specified more than once", alias)
 		}
 	}
-	c.sources = append(c.sources, &Source{Alias: alias, Table: t, Join: kind, Nullable: nullable})
+	c.sources = append(c.sources, &Source{Alias: alias, Table: t, Qualified: qualified, Join: kind, Nullable: nullable})
 	c.used = append(c.used, make(map[int]bool))
 	return nil
 }

@@ -181,6 +181,11 @@ type Source struct {
 	Alias string
 	// Table is the table as the catalog described it.
 	Table *Table
+	// Qualified is set when the query named the table's schema
+	// (schema.table); otherwise the name was resolved through
+	// Options.SearchPath, and a table of that name made since in a schema
+	// earlier on the path is what the name means now.
+	Qualified bool
 	// Columns are the columns the engine must hold for this source: the
 	// primary key's columns first (KeyN of them, in key order), then every
 	// other column the query refers to (filter, joins, order, output), in
