@@ -129,7 +129,15 @@
 // a periodic catalog check by OID (Engine.CheckCatalog: the only way to
 // see a DROP TABLE) end the views a change breaks, with a Code
 // (CodeTableDropped, CodeSchemaChanged) and a reason (core_schema.go,
-// engine_catalog.go). Rows are keyed by the table's replica identity
+// engine_catalog.go). Because a plan compiled from the catalog's cached,
+// older shape (a table dropped and made again, renamed, a column dropped
+// and added again, none of which the stream shows before a write) has the
+// old table's key and would join its live view without a read, every
+// Subscribe first checks its plan against PostgreSQL now (one catalog
+// query, engine_current.go): names resolved to OIDs through the search
+// path, the columns' attnums and types; on a difference the query is
+// compiled again from a refreshed catalog and a catalog check ends the old
+// views. Rows are keyed by the table's replica identity
 // (query.Table.RowKey): the primary key, or the index of REPLICA IDENTITY
 // USING INDEX.
 //

@@ -216,3 +216,45 @@ func BenchmarkReadOpen(b *testing.B) {
 	b.ReportMetric(float64(sum[1])/float64(sum[0]), "named/bare")
 	b.ReportMetric(float64(sum[2])/float64(sum[0]), "star/bare")
 }
+
+// BenchmarkSubscribeCheck measures what checking a plan against
+// PostgreSQL now (checkPlan: one catalog query) adds to a subscribe,
+// beside compiling the same SQL from the catalog's cache, for one table
+// and for a join of two.
+//
+//	go test ./engine/ -run '^$' -bench SubscribeCheck -benchtime 2000x
+func BenchmarkSubscribeCheck(b *testing.B) {
+	ctx := context.Background()
+	pool := newPool(b)
+	if _, err := pool.Exec(ctx, `CREATE TABLE items (id int PRIMARY KEY, name text, qty int);
+CREATE TABLE tags (id int PRIMARY KEY, item int, tag text)`); err != nil {
+		b.Fatal(err)
+	}
+	opts := query.DefaultOptions()
+	opts.Catalog = query.NewPGCatalog(pool)
+	e := &Engine{pool: pool, catalog: opts.Catalog, cfg: Config{ReadTimeout: time.Minute, Query: opts}}
+	for _, bc := range []struct{ name, sql string }{
+		{"one", "SELECT id, name FROM items WHERE qty = 1"},
+		{"join", "SELECT i.id, t.tag FROM items i JOIN tags t ON t.item = i.id WHERE i.qty = 1"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var compile, check time.Duration
+			for range b.N {
+				start := time.Now()
+				plan, refusal, err := query.Compile(ctx, bc.sql, nil, opts)
+				if err != nil || refusal != nil {
+					b.Fatalf("compile: %v %v", err, refusal)
+				}
+				compile += time.Since(start)
+				start = time.Now()
+				code, reason, err := e.checkPlan(ctx, plan)
+				if err != nil || code != "" {
+					b.Fatalf("check: %v %s %s", err, code, reason)
+				}
+				check += time.Since(start)
+			}
+			b.ReportMetric(float64(compile.Microseconds())/float64(b.N), "compile-µs/op")
+			b.ReportMetric(float64(check.Microseconds())/float64(b.N), "check-µs/op")
+		})
+	}
+}

@@ -48,6 +48,8 @@ INSERT INTO t2 VALUES (1, 2, '00000000-0000-0000-0000-000000000001'), (2, 2, '00
 	(3, NULL, 'ffffffff-ffff-ffff-ffff-ffffffffffff');
 CREATE TABLE again (id int PRIMARY KEY, v text);
 INSERT INTO again VALUES (1, 'old');
+CREATE TABLE vals (id int PRIMARY KEY, f float8, s text, a int4[]);
+INSERT INTO vals VALUES (1, 1.5, 'x', '{1}'), (2, 2.5, 'y', '{2147483647}');
 CREATE TABLE ties (k int PRIMARY KEY, r int, c text);
 INSERT INTO ties VALUES (1, 1, 'x'), (2, 2, 'x'), (3, 3, 'x'), (4, 4, 'x');
 CREATE SCHEMA secret;
