@@ -190,14 +190,13 @@ func (v *view) rebuildAgg() delta {
 	if old != nil {
 		a.out.shown, a.out.shownTieAfter = old.out.shown, old.out.shownTieAfter
 	}
-	col := v.srcs[0].col
 	keys := make([]string, 0, len(v.result))
 	for k := range v.result {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		v.aggRow(query.Row{v.result[k].row.pick(col)}, 1)
+		v.aggRow(v.queryRow(v.result[k]), 1)
 	}
 	if old != nil && !a.out.ordered {
 		// What subscribers hold: the old groups' projections; a group

@@ -475,6 +475,14 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 			oldByKey[k] = e
 			v.dropEntry(rk, e)
 		}
+		if v.agg != nil {
+			// Each joined row leaves its group as it entered it (in key
+			// order: the groups' states do not depend on it, but keep
+			// the core's work deterministic).
+			for _, k := range slices.Sorted(maps.Keys(oldByKey)) {
+				v.aggRow(oldByKey[k].enteredRow(), -1)
+			}
+		}
 		var news []*entry
 		if root := v.srcs[0].rows[rk]; root != nil {
 			var ok bool
@@ -487,6 +495,10 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 		for _, e := range news {
 			newKeys[e.key] = true
 			v.addEntry(rk, e)
+			if v.agg != nil {
+				v.aggRow(e.enteredRow(), 1)
+				continue
+			}
 			if v.ordered || v.plan.Count {
 				continue
 			}
@@ -494,7 +506,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 				d.rows = append(d.rows, v.resultRow(e))
 			}
 		}
-		if !v.ordered && !v.plan.Count {
+		if !v.ordered && !v.plan.Count && v.agg == nil {
 			for k := range oldByKey {
 				if !newKeys[k] {
 					d.removed = append(d.removed, Key(k))
@@ -507,6 +519,8 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 		return
 	}
 	switch {
+	case v.agg != nil:
+		d = v.flushAgg()
 	case v.plan.Count:
 		d.count = v.countN()
 		d.changed = d.count != before

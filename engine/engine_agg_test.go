@@ -17,6 +17,8 @@ import (
 const aggDDL = `
 CREATE TABLE sales (id int PRIMARY KEY, region text COLLATE "C", amount int, small int2, big int8,
   price numeric(12,2), free numeric, ok bool, at timestamptz, ratio float8);
+CREATE TABLE regions (name text COLLATE "C" PRIMARY KEY, zone int);
+INSERT INTO regions VALUES ('a', 1), ('b', 1), ('c', 2), ('x', 3);
 `
 
 // aggQueries are the subscriptions TestEngineAggregates keeps, each with
@@ -41,6 +43,9 @@ var aggQueries = []struct {
   HAVING max(amount) IS NOT NULL ORDER BY spread DESC, 1 LIMIT 2 OFFSET 1`, ordered: true},
 	{sql: `SELECT count(*) AS n, max(amount) FROM sales WHERE region = 'b' HAVING count(*) > 2`},
 	{sql: `SELECT date_trunc('day', at) AS day, count(*), min(amount) FROM sales WHERE at IS NOT NULL GROUP BY 1`},
+	{sql: `SELECT r.zone, count(*), sum(s.amount), max(s.price), count(DISTINCT s.region) FROM sales s JOIN regions r ON r.name = s.region GROUP BY r.zone`},
+	{sql: `SELECT s.region, count(r.name), min(r.zone), avg(s.small) FROM sales s LEFT JOIN regions r ON r.name = s.region GROUP BY s.region HAVING count(*) > 1`},
+	{sql: `SELECT count(*), sum(r.zone), max(s.amount) FROM regions r LEFT JOIN sales s ON s.region = r.name WHERE r.zone < 3`},
 }
 
 // Aggregate subscriptions stay equal to PostgreSQL's own answer, compared
@@ -122,7 +127,7 @@ func TestEngineAggregates(t *testing.T) {
 	next := 100
 	for step := range 120 {
 		var sql string
-		switch k := rng.IntN(10); {
+		switch k := rng.IntN(11); {
 		case k < 3:
 			sql = "INSERT INTO sales VALUES " + row(next)
 			next++
@@ -140,8 +145,12 @@ func TestEngineAggregates(t *testing.T) {
 			next++
 		case k < 9:
 			sql = fmt.Sprintf("UPDATE sales SET id = id + 1000, ok = NOT ok, at = at + interval '30 hours' WHERE id %% 13 = %d", rng.IntN(13))
-		default:
+		case k < 10:
 			sql = fmt.Sprintf("UPDATE sales SET region = NULL, small = NULL, price = NULL WHERE id %% 6 = %d", rng.IntN(6))
+		case k < 11:
+			// The joined table changes: a region moves zone, leaves, comes.
+			sql = fmt.Sprintf("BEGIN; UPDATE regions SET zone = %d WHERE name = %s; DELETE FROM regions WHERE name = %s; INSERT INTO regions VALUES (%s, %d) ON CONFLICT (name) DO UPDATE SET zone = excluded.zone; COMMIT",
+				rng.IntN(4), []string{"'a'", "'b'", "'c'"}[rng.IntN(3)], []string{"'a'", "'B'", "'e'"}[rng.IntN(3)], []string{"'a'", "'B'", "'d'", "'e'"}[rng.IntN(4)], rng.IntN(4))
 		}
 		r.exec(sql)
 		checkAll(fmt.Sprintf("step %d (%s)", step, sql))

@@ -161,7 +161,8 @@ func TestDifferential(t *testing.T) {
 			{"results of windows (ORDER BY ... LIMIT) compared", count("+limit"), 35},
 			{"counts compared", total.counts, 25},
 			{"aggregate results compared", count("agg"), 18},
-			{"grouped aggregate results compared", count("agg+group"), 9},
+			{"grouped aggregate results compared", count("+group"), 8},
+			{"aggregate results over joins compared", count("agg+join"), 7},
 			{"ordered results compared", total.ordered, 55},
 			{"results of queries with binary binds compared", total.binary, 15},
 			{"touch-mode subscriptions checked", total.touchSubs, 13},
@@ -651,7 +652,7 @@ func (g *dgen) query() dquery {
 		shape = "join"
 	}
 
-	if nsrc == 1 && g.rng.IntN(6) == 0 {
+	if g.rng.IntN(6) == 0 {
 		return q.aggregate(from.String())
 	}
 	count := g.rng.IntN(6) == 0
@@ -769,7 +770,8 @@ func (g *dgen) query() dquery {
 	return dq
 }
 
-// aggregate draws an aggregating query of one table ("agg" shapes):
+// aggregate draws an aggregating query of the sources ("agg" shapes,
+// "agg+join" over a join):
 // aggregates beside each other or grouped by one or two columns, maybe
 // HAVING, maybe ordered by an aggregate and every key (a total order)
 // with a LIMIT. It keeps to what PostgreSQL answers independently of row
@@ -778,18 +780,25 @@ func (g *dgen) query() dquery {
 // of floats (refused), no keys of those types.
 func (q *qbuilder) aggregate(from string) dquery {
 	g := q.g
-	tb := q.srcs[0].tb
 	shape := "agg"
+	if len(q.srcs) > 1 {
+		shape += "+join"
+	}
+	// col draws a column of one of the sources, with its qualified name.
+	col := func() (*dcol, string) {
+		s := q.srcs[g.rng.IntN(len(q.srcs))]
+		c := &s.tb.cols[g.rng.IntN(len(s.tb.cols))]
+		return c, s.alias + "." + c.name
+	}
 	var keys []string
 	keyOrderable := true
 	for range g.rng.IntN(3) {
-		c := &tb.cols[g.rng.IntN(len(tb.cols))]
+		c, name := col()
 		switch c.typ {
 		case "int4", "int8", "text", "bool", "date", "timestamptz", "uuid", "varchar(12)", "bytea":
 		default:
 			continue
 		}
-		name := "s0." + c.name
 		if slices.Contains(keys, name) {
 			continue
 		}
@@ -801,8 +810,7 @@ func (q *qbuilder) aggregate(from string) dquery {
 	}
 	var aggs []string
 	for range 1 + g.rng.IntN(4) {
-		c := &tb.cols[g.rng.IntN(len(tb.cols))]
-		name := "s0." + c.name
+		c, name := col()
 		var opts []string
 		switch c.typ {
 		case "int4", "int8", "numeric":
@@ -844,7 +852,12 @@ func (q *qbuilder) aggregate(from string) dquery {
 		shape += "+having"
 	}
 	sel := "SELECT " + strings.Join(targets, ", ") + " FROM " + from + where + group
-	dq := dquery{sql: sel, ref: sel, binds: q.binds, tables: []string{tb.name}}
+	dq := dquery{sql: sel, ref: sel, binds: q.binds}
+	for _, src := range q.srcs {
+		if !slices.Contains(dq.tables, src.tb.name) {
+			dq.tables = append(dq.tables, src.tb.name)
+		}
+	}
 	if len(keys) > 0 && keyOrderable && g.rng.IntN(2) == 0 {
 		// A leaderboard: by an aggregate, then every key (groups are
 		// unique by their keys, so the order is total).

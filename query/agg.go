@@ -249,9 +249,6 @@ func clearLocations(m protoreflect.Message) {
 // over group rows (plan Post), with LIMIT and OFFSET applied to groups.
 func (c *compiler) grouping(p *Plan) error {
 	sel := c.sel
-	if len(c.sources) > 1 {
-		return refuse(CodeAggregate, "aggregates and GROUP BY over a join are not supported yet (COUNT(*) alone is)")
-	}
 	b := &aggBuild{outNames: map[string]bool{}}
 	targets := make([]*pg.ResTarget, 0, len(sel.TargetList))
 	for _, n := range sel.TargetList {
