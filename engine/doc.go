@@ -120,6 +120,17 @@
 // root rows it can reach (core_join.go). A join view holds at most the
 // row limit of joined rows.
 //
+// # Aggregates
+//
+// A view of a plan with query.Plan.Agg (GROUP BY, HAVING, aggregates)
+// holds the rows (or joined rows) its filter keeps, as a COUNT(*) view
+// does, and groups them (core_agg.go): per group one query.AggState per
+// aggregate, so a row entering or leaving costs O(log n) in its group's
+// size. At settle each changed group computes its group row, HAVING
+// decides whether it shows, and its subscribers get the groups whose
+// output changed (an ordered or cut result: its visible groups, diffed
+// as a window's rows are). A landed read groups its rows afresh.
+//
 // # Schema changes
 //
 // A view is compiled against one shape of each table (its OID, the
