@@ -777,7 +777,8 @@ func (g *dgen) query() dquery {
 // with a LIMIT. It keeps to what PostgreSQL answers independently of row
 // order: no min/max of numeric or float8 (their generated values include
 // equal ones that print differently: 1.5 and 1.50, 0 and -0), no sum/avg
-// of floats (refused), no keys of those types.
+// of floats (refused), no keys of those types; likewise interval ('1 day'
+// and '24:00:00').
 func (q *qbuilder) aggregate(from string) dquery {
 	g := q.g
 	shape := "agg"
@@ -819,7 +820,7 @@ func (q *qbuilder) aggregate(from string) dquery {
 			opts = append(opts, "bool_and", "bool_or", "every")
 		}
 		switch {
-		case c.ordering && c.typ != "numeric" && c.typ != "float8" && c.typ != "uuid" && c.typ != "bytea":
+		case c.ordering && c.typ != "numeric" && c.typ != "float8" && c.typ != "interval" && c.typ != "uuid" && c.typ != "bytea":
 			opts = append(opts, "min", "max")
 		}
 		opts = append(opts, "count", "count(*)")

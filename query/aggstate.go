@@ -195,9 +195,9 @@ func (a *Aggregate) Result(st *AggState, rows int64) (v any, err error) {
 
 // multiset is a balanced (AVL) tree of values with a count each, ordered
 // as PostgreSQL orders the type; values that compare equal but print
-// differently (numeric 1.5 and 1.50, float 0 and -0) are kept apart,
-// ordered by their text, so that the one a group shows is always a value
-// it holds.
+// differently are kept apart, ordered by their text (numeric 1.5 and
+// 1.50, float 0 and -0, interval '1 day' and '24:00:00', bpchar 'a' and
+// 'a '), so that the one a group shows is always a value it holds.
 type multiset struct {
 	oid  uint32
 	root *msNode
@@ -213,8 +213,12 @@ type msNode struct {
 
 func (m *multiset) tieText(v any) string {
 	switch familyOf(m.oid) {
-	case famNumeric, famFloat:
+	case famNumeric, famFloat, famInterval:
 		return formatText(m.oid, v)
+	case famText:
+		if m.oid == change.OIDBPChar {
+			return formatText(m.oid, v)
+		}
 	}
 	return ""
 }
