@@ -29,7 +29,7 @@ var aggQueries = []struct {
 	ordered  bool
 }{
 	{sql: `SELECT count(*), count(amount), sum(amount), sum(small), sum(big), sum(price), sum(free), avg(amount), avg(small), avg(big),
-  avg(price), avg(free), min(amount), max(amount), min(price), max(price), max(at), min(region), max(region), min(ratio), max(ratio),
+  avg(price), avg(free), min(amount), max(amount), min(price), max(price), max(at), min(region), max(region), min(ratio::numeric(20,6)), max(ratio::numeric(20,6)),
   bool_and(ok), bool_or(ok), every(ok) FROM sales WHERE id % 7 <> 0`},
 	{sql: `SELECT region, count(*) AS n, sum(amount), max(price), count(DISTINCT small), count(DISTINCT free), min(at), sum(big) FROM sales GROUP BY region`},
 	{sql: `SELECT region, ok, count(*), avg(amount), sum(free) FROM sales WHERE amount > 20 GROUP BY region, ok HAVING count(*) > 1`},

@@ -633,13 +633,32 @@ func (c *compiler) aggregate(b *aggBuild, n *pg.Node, f *pg.FuncCall) (int, erro
 		if name == "max" {
 			a.Kind = AggMax
 		}
+		// PostgreSQL's min and max keep the later of two equal values
+		// (numeric_smaller, interval_larger, float8larger: "if a < b then
+		// a else b"), so where equal values print differently (1.5 and
+		// 1.50, '1 mon' and '30 days', 0 and -0, 'a' and 'a ') the one
+		// shown depends on the order PostgreSQL read the rows in: refused.
+		tie := func(what, fix string) (int, error) {
+			return 0, refusalAt(f.Location, CodeAggregate, "%s() of %s values is not supported: equal values (%s) print differently and PostgreSQL shows whichever of them it read last; %s", name, typeName(s.oid), what, fix)
+		}
 		switch familyOf(s.oid) {
-		case famInt, famNumeric, famFloat, famDate, famTime, famTimestamp, famInterval:
+		case famInt, famDate, famTime, famTimestamp:
+		case famNumeric:
+			if s.typmod < 0 {
+				return tie("1.5 and 1.50", "use a numeric(p,s) column or cast the argument to one")
+			}
+		case famFloat:
+			return tie("0 and -0", "cast the argument to numeric(p,s)")
+		case famInterval:
+			return tie("'1 mon' and '30 days'", "compare an extract(epoch FROM ...) of it instead")
 		case famText:
 			switch s.oid {
 			case change.OIDText, change.OIDVarchar:
 				a.TypeOID = change.OIDText
 			case change.OIDBPChar:
+				if s.typmod < 0 {
+					return tie("'a' and 'a '", "use a char(n) column or cast the argument to text")
+				}
 			default:
 				return 0, refusalAt(f.Location, CodeType, "%s() of a %s value is not supported", name, typeName(s.oid))
 			}

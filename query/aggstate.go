@@ -194,10 +194,9 @@ func (a *Aggregate) Result(st *AggState, rows int64) (v any, err error) {
 }
 
 // multiset is a balanced (AVL) tree of values with a count each, ordered
-// as PostgreSQL orders the type; values that compare equal but print
-// differently are kept apart, ordered by their text (numeric 1.5 and
-// 1.50, float 0 and -0, interval '1 day' and '24:00:00', bpchar 'a' and
-// 'a '), so that the one a group shows is always a value it holds.
+// as PostgreSQL orders the type. It holds only types whose equal values
+// print alike: min and max of the others are refused (compiler.aggregate), so
+// the value a group shows is the one PostgreSQL shows.
 type multiset struct {
 	oid  uint32
 	root *msNode
@@ -205,40 +204,16 @@ type multiset struct {
 
 type msNode struct {
 	v           any
-	text        string // numeric and floats: the value's text (ties)
 	n           int64
 	h           int8
 	left, right *msNode
 }
 
-func (m *multiset) tieText(v any) string {
-	switch familyOf(m.oid) {
-	case famNumeric, famFloat, famInterval:
-		return formatText(m.oid, v)
-	case famText:
-		if m.oid == change.OIDBPChar {
-			return formatText(m.oid, v)
-		}
-	}
-	return ""
-}
+func (m *multiset) cmp(v any, x *msNode) int { return CompareValues(m.oid, v, x.v) }
 
-func (m *multiset) cmp(v any, text string, x *msNode) int {
-	if c := CompareValues(m.oid, v, x.v); c != 0 {
-		return c
-	}
-	switch {
-	case text < x.text:
-		return -1
-	case text > x.text:
-		return 1
-	}
-	return 0
-}
+func (m *multiset) add(v any) { m.root = m.insert(m.root, v) }
 
-func (m *multiset) add(v any) { m.root = m.insert(m.root, v, m.tieText(v)) }
-
-func (m *multiset) remove(v any) { m.root = m.delete(m.root, v, m.tieText(v)) }
+func (m *multiset) remove(v any) { m.root = m.delete(m.root, v) }
 
 func (m *multiset) first() any {
 	x := m.root
@@ -304,15 +279,15 @@ func balance(x *msNode) *msNode {
 	return x
 }
 
-func (m *multiset) insert(x *msNode, v any, text string) *msNode {
+func (m *multiset) insert(x *msNode, v any) *msNode {
 	if x == nil {
-		return &msNode{v: v, text: text, n: 1, h: 1}
+		return &msNode{v: v, n: 1, h: 1}
 	}
-	switch c := m.cmp(v, text, x); {
+	switch c := m.cmp(v, x); {
 	case c < 0:
-		x.left = m.insert(x.left, v, text)
+		x.left = m.insert(x.left, v)
 	case c > 0:
-		x.right = m.insert(x.right, v, text)
+		x.right = m.insert(x.right, v)
 	default:
 		x.n++
 		return x
@@ -320,15 +295,15 @@ func (m *multiset) insert(x *msNode, v any, text string) *msNode {
 	return balance(x)
 }
 
-func (m *multiset) delete(x *msNode, v any, text string) *msNode {
+func (m *multiset) delete(x *msNode, v any) *msNode {
 	if x == nil {
 		panic("query: aggregate state: removing a value it does not hold")
 	}
-	switch c := m.cmp(v, text, x); {
+	switch c := m.cmp(v, x); {
 	case c < 0:
-		x.left = m.delete(x.left, v, text)
+		x.left = m.delete(x.left, v)
 	case c > 0:
-		x.right = m.delete(x.right, v, text)
+		x.right = m.delete(x.right, v)
 	default:
 		if x.n > 1 {
 			x.n--
@@ -345,9 +320,9 @@ func (m *multiset) delete(x *msNode, v any, text string) *msNode {
 		for s.left != nil {
 			s = s.left
 		}
-		x.v, x.text, x.n = s.v, s.text, s.n
+		x.v, x.n = s.v, s.n
 		s.n = 1
-		x.right = m.delete(x.right, s.v, s.text)
+		x.right = m.delete(x.right, s.v)
 	}
 	return balance(x)
 }
