@@ -182,6 +182,12 @@ func (k OutputKind) String() string {
 // contributes NULLs). Compare keys as strings.
 type Key string
 
+// KeyChange is one row whose primary key an UPDATE changed: From is the
+// key it had before the transaction, To the key it has after.
+type KeyChange struct {
+	From, To Key
+}
+
 // Move is one row of a Delta's Moves: Key is now right after After, or
 // first when Head.
 type Move struct {
@@ -224,6 +230,14 @@ type Output struct {
 	// holds the old order needs to reach Order (empty when no row moved).
 	// Every subscriber of a view gets the same slice.
 	Moves []Move
+	// KeyChanges is, for a Delta of a single-table view without ORDER BY
+	// or aggregates, the rows an UPDATE of the transaction gave a new
+	// primary key that were in the result before and are in it after:
+	// each From is in Removed and each To in Rows (not in the result
+	// before the transaction). The change stream says so (an update that
+	// changes the key carries the old key), so the pair is never guessed
+	// from values. Every subscriber of a view gets the same slice.
+	KeyChanges []KeyChange
 	// Count is the count of a COUNT(*) query (Accepted and Delta).
 	Count int64
 	// Code names why, for Refused and Ended, in a stable word: one of the

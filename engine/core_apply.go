@@ -185,11 +185,28 @@ func (s *state) rowChange(tb *table, ch *change.Change) {
 	if len(s.refilling) > 0 {
 		s.touchRefilling(tb)
 	}
+	// An update that changes the key carries the row's old key (Old): the
+	// row keeps its identity under the new key, back to the key it had
+	// before the transaction however many times it changed.
+	from := ""
+	if ch.Op == change.OpUpdate && oldKey != "" && newKey != "" && oldKey != newKey {
+		from = oldKey
+		if prev := s.overlay[rowRef{tb.oid, oldKey}]; prev != nil && prev.from != "" {
+			from = prev.from
+		}
+		if from == newKey {
+			from = "" // back to its own key: an update
+		}
+	}
 	if oldKey != "" && (ch.Op == change.OpDelete || oldKey != newKey) {
 		s.setOverlay(tb, oldKey, nil)
+		s.overlay[rowRef{tb.oid, oldKey}].from = ""
 	}
 	if newKey != "" {
 		s.setOverlay(tb, newKey, newVals)
+		if ch.Op != change.OpUpdate || oldKey != "" && oldKey != newKey {
+			s.overlay[rowRef{tb.oid, newKey}].from = from
+		}
 	} else if ch.Op != change.OpDelete {
 		// The new row's key is unknown: every view of the table must
 		// re-read.
@@ -267,7 +284,7 @@ func (s *state) truncate(tb *table) {
 	}
 	for _, changed := range s.overlayRows {
 		if changed.tb == tb {
-			changed.after = nil
+			changed.after, changed.from = nil, ""
 		}
 	}
 	for vs := range tb.srcs {
@@ -456,6 +473,11 @@ func (s *state) settle(v *view, lsn change.LSN) {
 			if old == nil || !v.sameOutput(rowBefore(s, tb, n.key), now, &s.cmpBuf) {
 				d.rows = append(d.rows, ResultRow{Key: Key(n.key), Values: now})
 			}
+			if old == nil {
+				if ov := s.overlay[rowRef{tb.oid, n.key}]; ov != nil && ov.from != "" {
+					d.keyChanges = append(d.keyChanges, KeyChange{From: Key(ov.from), To: Key(n.key)})
+				}
+			}
 		}
 	}
 	switch {
@@ -475,6 +497,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		d = v.diffShown()
 	default:
 		d.changed = len(d.rows) > 0 || len(d.removed) > 0
+		d.keyChanges = pairedKeyChanges(d.keyChanges, d.removed)
 	}
 	s.emit(v, d, lsn)
 }
@@ -510,4 +533,23 @@ func (s *state) relation(rel *change.Relation) {
 	tb.rel = rel
 	s.endBroken(tb, rel)
 	tb.relMap(rel)
+}
+
+// pairedKeyChanges keeps the key changes whose old key left the result in
+// the same delta (removed is sorted): a row that entered under its new
+// key while its old one was not in the result is a plain insert.
+func pairedKeyChanges(kc []KeyChange, removed []Key) []KeyChange {
+	if len(kc) == 0 {
+		return nil
+	}
+	out := kc[:0]
+	for _, c := range kc {
+		if _, ok := slices.BinarySearch(removed, c.From); ok {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }

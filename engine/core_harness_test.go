@@ -425,6 +425,15 @@ func (h *harness) collect() {
 				}
 			}
 			m.count = o.Count
+			for _, kc := range o.KeyChanges {
+				// A key change names a removed row and an upserted one
+				// the result did not hold.
+				held := slices.ContainsFunc(m.rows, func(r ResultRow) bool { return r.Key == kc.To })
+				up := slices.ContainsFunc(o.Rows, func(r ResultRow) bool { return r.Key == kc.To })
+				if !slices.Contains(o.Removed, kc.From) || !up || held {
+					h.t.Errorf("sub %d: key change %s->%s is not a removed row and a new one", o.Sub, h.fmtKeyB(kc.From), h.fmtKeyB(kc.To))
+				}
+			}
 			for _, k := range o.Removed {
 				i := slices.IndexFunc(m.rows, func(r ResultRow) bool { return r.Key == k })
 				if i < 0 {
@@ -583,6 +592,9 @@ func (h *harness) fmtOutput(o Output) string {
 		}
 		for _, k := range o.Removed {
 			b.WriteString(" -" + h.fmtKeyB(k))
+		}
+		for _, kc := range o.KeyChanges {
+			b.WriteString(" key=" + h.fmtKeyB(kc.From) + "->" + h.fmtKeyB(kc.To))
 		}
 		if o.Order != nil {
 			var ks []string

@@ -92,6 +92,10 @@ type overlayRow struct {
 	before rowVals  // the row before the transaction (zero: not held)
 	after  []any    // nil: deleted
 	h      *heldRow // the row object that holds it once committed
+	// from is, when an UPDATE of the transaction gave the row its key,
+	// the key the row had before the transaction ("" otherwise): a
+	// delta reports the pair (Output.KeyChanges).
+	from string
 }
 
 // newState returns an empty state.

@@ -408,10 +408,13 @@ func (v *view) accepted(s *sub, pos change.LSN) Output {
 type delta struct {
 	rows    []ResultRow
 	removed []Key
-	order   []Key
-	moves   []Move
-	count   int64
-	changed bool
+	// keyChanges: rows of removed and rows that are one row an update
+	// gave a new key (a plain single-table view's delta only).
+	keyChanges []KeyChange
+	order      []Key
+	moves      []Move
+	count      int64
+	changed    bool
 	// ties: an ordered result kept its rows and order but not which of
 	// them tie on ORDER BY; touch-mode subscribers are told (what they
 	// cached may no longer be an order PostgreSQL would answer with),
@@ -744,7 +747,7 @@ func (s *state) emit(v *view, d delta, lsn change.LSN) {
 		if v.plan.Count {
 			o.Count = d.count
 		} else {
-			o.Rows, o.Removed, o.Order, o.Moves = d.rows, d.removed, d.order, d.moves
+			o.Rows, o.Removed, o.Order, o.Moves, o.KeyChanges = d.rows, d.removed, d.order, d.moves, d.keyChanges
 		}
 		s.out.Outputs = append(s.out.Outputs, o)
 	}

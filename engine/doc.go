@@ -102,7 +102,12 @@
 // Last fragment every view it touched settles: it compares its rows with
 // the state before the transaction and emits one delta, so primary key
 // changes, rows moving in and out of a filter and rows touched many times
-// come out as their net effect (core_apply.go).
+// come out as their net effect (core_apply.go). An update that changes
+// the key carries the old key; the overlay remembers, for a row an update
+// gave its key, the key it had before the transaction, and a plain
+// single-table view's delta names such a row, removed under its old key
+// and upserted under its new one, in Output.KeyChanges (the shape API
+// renders it as Electric's key_change_to/key_change_from split).
 //
 // # Hydration
 //

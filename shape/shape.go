@@ -280,20 +280,56 @@ func (s *Shape) deltaLocked(out engine.Output) {
 	}
 	lsn := uint64(out.LSN)
 	var ops []op
-	for _, k := range out.Removed {
-		if e := s.rows[string(k)]; e != nil {
-			ops = append(ops, op{msg: s.deleteMsg(e, lsn, out.XID)})
-			delete(s.rows, string(k))
+	// A row an update gave a new primary key is Electric's split: a
+	// delete of the old key naming the new one (key_change_to), then an
+	// insert of the whole new row naming the old one (key_change_from).
+	var keyTo map[engine.Key]int // removed key -> index in out.Rows
+	var paired []bool            // out.Rows already rendered as a split's insert
+	if len(out.KeyChanges) > 0 {
+		at := make(map[engine.Key]int, len(out.Rows))
+		for i, rr := range out.Rows {
+			at[rr.Key] = i
 		}
+		keyTo = make(map[engine.Key]int, len(out.KeyChanges))
+		for _, kc := range out.KeyChanges {
+			if i, ok := at[kc.To]; ok && s.rows[string(kc.To)] == nil {
+				keyTo[kc.From] = i
+			}
+		}
+		paired = make([]bool, len(out.Rows))
 	}
-	for _, rr := range out.Rows {
-		r, err := s.rowOf(rr.Values)
+	for _, k := range out.Removed {
+		e := s.rows[string(k)]
+		if e == nil {
+			continue
+		}
+		delete(s.rows, string(k))
+		if i, ok := keyTo[k]; ok {
+			ne, err := s.entryOf(out.Rows[i].Values)
+			if err != nil {
+				s.renderFailedLocked(err)
+				return
+			}
+			paired[i] = true
+			s.rows[string(out.Rows[i].Key)] = ne
+			if ne.key != e.key {
+				ops = append(ops, op{msg: s.keyChangeDeleteMsg(e, ne, out.XID)}, op{msg: s.keyChangeInsertMsg(e, ne, out.XID)})
+			} else if m := s.updateMsg(e, ne, lsn, out.XID); m != nil {
+				ops = append(ops, op{msg: m})
+			}
+			continue
+		}
+		ops = append(ops, op{msg: s.deleteMsg(e, lsn, out.XID)})
+	}
+	for i, rr := range out.Rows {
+		if paired != nil && paired[i] {
+			continue
+		}
+		e, err := s.entryOf(rr.Values)
 		if err != nil {
-			s.srv.log.Error("shape: a value could not be rendered; the shape is dropped", "handle", s.handleLocked(), "err", err)
-			s.goneLocked("a value could not be rendered: " + err.Error())
+			s.renderFailedLocked(err)
 			return
 		}
-		e := &entry{key: s.keyOf(r), r: r}
 		if old := s.rows[string(rr.Key)]; old != nil {
 			if old.key != e.key {
 				// The key's text changed with the same engine key
@@ -313,6 +349,20 @@ func (s *Shape) deltaLocked(out engine.Output) {
 	}
 	s.appendLocked(lsn, ops)
 	s.srv.dirty(s)
+}
+
+// entryOf renders a row the engine sent.
+func (s *Shape) entryOf(vals []any) (*entry, error) {
+	r, err := s.rowOf(vals)
+	if err != nil {
+		return nil, err
+	}
+	return &entry{key: s.keyOf(r), r: r}, nil
+}
+
+func (s *Shape) renderFailedLocked(err error) {
+	s.srv.log.Error("shape: a value could not be rendered; the shape is dropped", "handle", s.handleLocked(), "err", err)
+	s.goneLocked("a value could not be rendered: " + err.Error())
 }
 
 // appendLocked numbers a transaction's changes and queues them. Offsets
@@ -409,6 +459,24 @@ func (s *Shape) deleteMsg(e *entry, _ uint64, xid uint32) []byte {
 		return s.msgHead(e.key, s.appendValues(nil, e.r, nil), nil, "delete", xid)
 	}
 	return s.msgHead(e.key, s.appendValues(nil, e.r, s.isPK), nil, "delete", xid)
+}
+
+// keyChangeDeleteMsg is the first half of a primary-key change, as
+// Electric's LogItems.from_change splits an update whose key changed: a
+// delete of the old key (its key columns, or the whole old row under
+// replica=full) with key_change_to naming the new key.
+func (s *Shape) keyChangeDeleteMsg(old, e *entry, xid uint32) []byte {
+	m := s.deleteMsg(old, 0, xid)
+	m = append(m, `,"key_change_to":`...)
+	return appendJSONString(m, e.key)
+}
+
+// keyChangeInsertMsg is its second half: an insert of the whole new row
+// with key_change_from naming the old key (no old_value, as Electric's).
+func (s *Shape) keyChangeInsertMsg(old, e *entry, xid uint32) []byte {
+	m := s.insertMsg(e, 0, xid)
+	m = append(m, `,"key_change_from":`...)
+	return appendJSONString(m, old.key)
 }
 
 // updateMsg is nil when nothing the shape selects changed.
