@@ -24,6 +24,10 @@ import (
 // no row (COUNT 0, SUM NULL); a group of a GROUP BY that loses its last
 // row is gone. A landed read (hydration, re-hydration) rebuilds every
 // group from the rows and diffs the result against what subscribers hold.
+// SELECT DISTINCT is such a view with no aggregate; SELECT DISTINCT ON's
+// groups also keep their rows ordered by the query's ORDER BY
+// (query.FirstState), and a group row continues with the first one's
+// outputs and ORDER BY values.
 
 // aggView is an aggregating view's groups and result.
 type aggView struct {
@@ -40,10 +44,12 @@ type aggView struct {
 
 // group is one group of an aggregating view.
 type group struct {
-	key   string
-	keys  []any
-	rows  int64
-	st    []query.AggState
+	key  string
+	keys []any
+	rows int64
+	st   []query.AggState
+	// first is a DISTINCT ON group's rows in the query's order.
+	first query.FirstState
 	dirty bool
 	// shown is the projection subscribers of an unordered result hold
 	// (nil: not shown).
@@ -82,12 +88,20 @@ func (a *aggView) markDirty(gr *group) {
 	}
 }
 
-// row adds (sign 1) or removes (sign -1) one row of the view's result to
-// its group. A row whose keys or arguments raise marks the view to end
-// (it is then not counted).
-func (v *view) aggRow(q query.Row, sign int) {
+// aggRow adds (sign 1) or removes (sign -1) one row of the view's
+// result, of key key, to its group. A row whose keys or arguments raise
+// marks the view to end (it is then not counted).
+func (v *view) aggRow(key string, q query.Row, sign int) {
 	a := v.agg
-	if err := a.g.Eval(q, a.keys, a.args); err != nil {
+	err := a.g.Eval(q, a.keys, a.args)
+	var first []any
+	if f := a.g.First; f != nil && err == nil {
+		// A DISTINCT ON group keeps the row's values (new ones: the
+		// tree holds them).
+		first = make([]any, len(f.OIDs))
+		err = f.EvalFirst(q, first)
+	}
+	if err != nil {
 		if v.evalErr == nil {
 			v.evalErr = err
 		}
@@ -98,6 +112,9 @@ func (v *view) aggRow(q query.Row, sign int) {
 	gr.rows += int64(sign)
 	for i := range a.g.Aggs {
 		a.g.Aggs[i].Add(&gr.st[i], a.args[i], sign)
+	}
+	if f := a.g.First; f != nil {
+		f.Add(&gr.first, key, first, sign)
 	}
 	a.markDirty(gr)
 }
@@ -125,6 +142,9 @@ func (v *view) groupRow(gr *group) query.Row {
 			v.evalErr = err
 		}
 		r = append(r, x)
+	}
+	if f := a.g.First; f != nil {
+		r = append(r, f.First(&gr.first)...)
 	}
 	return query.Row{r}
 }
@@ -196,7 +216,7 @@ func (v *view) rebuildAgg() delta {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		v.aggRow(v.queryRow(v.result[k]), 1)
+		v.aggRow(k, v.queryRow(v.result[k]), 1)
 	}
 	if old != nil && !a.out.ordered {
 		// What subscribers hold: the old groups' projections; a group

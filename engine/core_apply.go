@@ -455,10 +455,10 @@ func (s *state) settle(v *view, lsn change.LSN) {
 			// The row leaves its group as it was before the
 			// transaction and enters its group as it is now.
 			if old != nil {
-				v.aggRow(query.Row{rowBefore(s, tb, n.key).pick(vs.col)}, -1)
+				v.aggRow(n.key, query.Row{rowBefore(s, tb, n.key).pick(vs.col)}, -1)
 			}
 			if kept {
-				v.aggRow(v.row(s.overlay[rowRef{tb.oid, n.key}].after), 1)
+				v.aggRow(n.key, v.row(s.overlay[rowRef{tb.oid, n.key}].after), 1)
 			}
 			continue
 		}

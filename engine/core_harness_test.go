@@ -812,6 +812,8 @@ func aggOracle(plan *query.Plan, rows []query.Row) []ResultRow {
 	type grp struct {
 		keys []any
 		args [][]any
+		// DISTINCT ON: the first row's group row so far
+		first query.Row
 	}
 	groups := map[string]*grp{}
 	var order []string
@@ -832,6 +834,18 @@ func aggOracle(plan *query.Plan, rows []query.Row) []ResultRow {
 			order = append(order, string(kb))
 		}
 		gr.args = append(gr.args, args)
+		if f := g.First; f != nil {
+			// The first row by the ORDER BY, as the group rows compare
+			// (their keys are equal within a group).
+			vals := make([]any, len(f.OIDs))
+			if err := f.EvalFirst(r, vals); err != nil {
+				continue
+			}
+			cand := query.Row{append(append([]any{}, keys...), vals...)}
+			if gr.first == nil || g.Post.Compare(cand, gr.first) < 0 {
+				gr.first = cand
+			}
+		}
 	}
 	type out struct {
 		key string
@@ -848,6 +862,9 @@ func aggOracle(plan *query.Plan, rows []query.Row) []ResultRow {
 			}
 			v, _ := g.Aggs[i].Result(&st, int64(len(gr.args)))
 			r = append(r, v)
+		}
+		if gr.first != nil {
+			r = append(r, gr.first[0][len(gr.keys):]...)
 		}
 		if g.Post.Eval(query.Row{r}) == query.True {
 			outs = append(outs, out{k, query.Row{r}})

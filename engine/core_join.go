@@ -480,7 +480,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 			// order: the groups' states do not depend on it, but keep
 			// the core's work deterministic).
 			for _, k := range slices.Sorted(maps.Keys(oldByKey)) {
-				v.aggRow(oldByKey[k].enteredRow(), -1)
+				v.aggRow(k, oldByKey[k].enteredRow(), -1)
 			}
 		}
 		var news []*entry
@@ -496,7 +496,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 			newKeys[e.key] = true
 			v.addEntry(rk, e)
 			if v.agg != nil {
-				v.aggRow(e.enteredRow(), 1)
+				v.aggRow(e.key, e.enteredRow(), 1)
 				continue
 			}
 			if v.ordered || v.plan.Count {

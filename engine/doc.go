@@ -135,6 +135,9 @@
 // decides whether it shows, and its subscribers get the groups whose
 // output changed (an ordered or cut result: its visible groups, diffed
 // as a window's rows are). A landed read groups its rows afresh.
+// SELECT DISTINCT is such a view with no aggregate (a group shows while
+// it counts rows); SELECT DISTINCT ON's groups each keep their rows in a
+// balanced tree by the ORDER BY (query.FirstState) and show the first.
 //
 // # Schema changes
 //

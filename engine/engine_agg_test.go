@@ -24,10 +24,7 @@ INSERT INTO regions VALUES ('a', 1), ('b', 1), ('c', 2), ('x', 3);
 // aggQueries are the subscriptions TestEngineAggregates keeps, each with
 // the query PostgreSQL answers for reference (ordered ones with their
 // tie groups, as sameRows takes them) and whether its order is checked.
-var aggQueries = []struct {
-	sql, ref string
-	ordered  bool
-}{
+var aggQueries = []refQuery{
 	{sql: `SELECT count(*), count(amount), sum(amount), sum(small), sum(big), sum(price), sum(free), avg(amount), avg(small), avg(big),
   avg(price), avg(free), min(amount), max(amount), min(price), max(price), max(at), min(region), max(region), min(ratio::numeric(20,6)), max(ratio::numeric(20,6)),
   bool_and(ok), bool_or(ok), every(ok) FROM sales WHERE id % 7 <> 0`},
@@ -46,6 +43,39 @@ var aggQueries = []struct {
 	{sql: `SELECT r.zone, count(*), sum(s.amount), max(s.price), count(DISTINCT s.region) FROM sales s JOIN regions r ON r.name = s.region GROUP BY r.zone`},
 	{sql: `SELECT s.region, count(r.name), min(r.zone), avg(s.small) FROM sales s LEFT JOIN regions r ON r.name = s.region GROUP BY s.region HAVING count(*) > 1`},
 	{sql: `SELECT count(*), sum(r.zone), max(s.amount) FROM regions r LEFT JOIN sales s ON s.region = r.name WHERE r.zone < 3`},
+}
+
+// refQuery is a subscription a test keeps with the query PostgreSQL
+// answers for reference (ref, "" for the same; an ordered one's ends
+// with its tie group, as sameRows takes it) and whether its order is
+// checked.
+type refQuery struct {
+	sql, ref string
+	ordered  bool
+}
+
+// checkRefs compares each of queries' results (held by recs) with
+// PostgreSQL's answer once the engine has caught up.
+func checkRefs(t *testing.T, r *rig, seed uint64, step string, queries []refQuery, recs []*recorder) {
+	t.Helper()
+	r.quiesce(30 * time.Second)
+	for i, q := range queries {
+		ref := q.ref
+		if ref == "" {
+			ref = q.sql
+		}
+		got, err := recs[i].result(q.ordered, r.reader.Types())
+		if err != nil {
+			t.Fatalf("%s: %s: client result: %v", step, q.sql, err)
+		}
+		want, err := r.reference(ref, nil)
+		if err != nil {
+			t.Fatalf("reference %q: %v", ref, err)
+		}
+		if err := sameRows(got, want, q.ordered); err != nil {
+			t.Fatalf("%s (seed %d): result of %q: %v", step, seed, q.sql, err)
+		}
+	}
 }
 
 // Aggregate subscriptions stay equal to PostgreSQL's own answer, compared
@@ -104,24 +134,7 @@ func TestEngineAggregates(t *testing.T) {
 	waitAccepted(t, recs...)
 	checkAll := func(step string) {
 		t.Helper()
-		r.quiesce(30 * time.Second)
-		for i, q := range aggQueries {
-			ref := q.ref
-			if ref == "" {
-				ref = q.sql
-			}
-			got, err := recs[i].result(q.ordered, r.reader.Types())
-			if err != nil {
-				t.Fatalf("%s: %s: client result: %v", step, q.sql, err)
-			}
-			want, err := r.reference(ref, nil)
-			if err != nil {
-				t.Fatalf("reference %q: %v", ref, err)
-			}
-			if err := sameRows(got, want, q.ordered); err != nil {
-				t.Fatalf("%s (seed %d): result of %q: %v", step, seed, q.sql, err)
-			}
-		}
+		checkRefs(t, r, seed, step, aggQueries, recs)
 	}
 	checkAll("hydrated")
 	next := 100

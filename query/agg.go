@@ -62,6 +62,10 @@ type Grouping struct {
 	KeyOIDs []uint32
 	Aggs    []Aggregate
 	Post    *Plan
+	// First is set for SELECT DISTINCT ON: each group keeps its rows
+	// ordered by the query's ORDER BY and its group row continues with
+	// the first one's values (see FirstRow).
+	First *FirstRow
 
 	keys []*scalar
 }
@@ -247,24 +251,22 @@ func clearLocations(m protoreflect.Message) {
 // grouping compiles a query that aggregates: its GROUP BY keys and
 // aggregates over the sources, then its select list, HAVING and ORDER BY
 // over group rows (plan Post), with LIMIT and OFFSET applied to groups.
-func (c *compiler) grouping(p *Plan) error {
+// The select list is list (the statement's, or SELECT DISTINCT's with *
+// expanded), the keys are items (GROUP BY's, or DISTINCT's outputs), and
+// what names the construct in refusals (GROUP BY or DISTINCT).
+func (c *compiler) grouping(p *Plan, list, items []*pg.Node, what string) error {
 	sel := c.sel
 	b := &aggBuild{outNames: map[string]bool{}}
-	targets := make([]*pg.ResTarget, 0, len(sel.TargetList))
-	for _, n := range sel.TargetList {
-		rt := n.GetResTarget()
-		if rt == nil {
-			return refuse(CodeTargetList, "this output item is not supported")
-		}
-		if len(rt.Indirection) > 0 {
-			return refusalAt(rt.Location, CodeTargetList, "subscripts and field selection in the output are not supported")
-		}
+	targets, err := resTargets(list)
+	if err != nil {
+		return err
+	}
+	for _, rt := range targets {
 		if cr := rt.Val.GetColumnRef(); cr != nil {
 			if last := cr.Fields[len(cr.Fields)-1]; last.GetAStar() != nil {
 				return refusalAt(cr.Location, CodeGroupBy, "%s in a grouped query is not supported: name the grouped columns", c.snippet(rt.Val))
 			}
 		}
-		targets = append(targets, rt)
 		name := rt.Name
 		if name == "" {
 			name = figureColname(rt.Val)
@@ -273,7 +275,7 @@ func (c *compiler) grouping(p *Plan) error {
 	}
 	// GROUP BY: a column, an expression, an output's position or an
 	// output's name (input columns first, as PostgreSQL resolves them).
-	for _, n := range sel.GroupClause {
+	for _, n := range items {
 		switch n.Node.(type) {
 		case *pg.Node_GroupingSet:
 			return refuse(CodeGroupBy, "GROUPING SETS, ROLLUP and CUBE are not supported")
@@ -315,9 +317,12 @@ func (c *compiler) grouping(p *Plan) error {
 			return err
 		}
 		if s.u != nil {
+			if what != "GROUP BY" {
+				return refusalAt(nodeLocation(item), CodeDistinct, "%s a constant is not supported", what)
+			}
 			return refuse(CodeGroupBy, "GROUP BY a constant is not supported")
 		}
-		if err := c.groupKeyType(s); err != nil {
+		if err := c.groupKeyType(s, what); err != nil {
 			return err
 		}
 		b.keyCanon = append(b.keyCanon, canon)
@@ -357,6 +362,16 @@ func (c *compiler) grouping(p *Plan) error {
 		sorts = append(sorts, &pg.Node{Node: &pg.Node_SortBy{SortBy: &pg.SortBy{Node: k, SortbyDir: sb.SortbyDir,
 			SortbyNulls: sb.SortbyNulls, UseOp: sb.UseOp, Location: sb.Location}}})
 	}
+	g := &Grouping{Aggs: b.aggs, keys: b.keys}
+	return c.groupPost(p, g, nil, postTargets, having, sorts)
+}
+
+// groupPost compiles the clauses over a grouping's group rows (plan
+// Post): the group row's source holds g's keys, then its aggregates, then
+// extra (DISTINCT ON's first-row values); targets, having and sorts are
+// written over its columns.
+func (c *compiler) groupPost(p *Plan, g *Grouping, extra []Column, postTargets []*pg.Node, having *pg.Node, sorts []*pg.Node) error {
+	b := &aggBuild{keys: g.keys, aggs: g.Aggs}
 	// The group row's source.
 	gt := &Table{Name: groupAlias, DefaultCollation: c.sources[0].Table.DefaultCollation}
 	for i, k := range b.keys {
@@ -370,6 +385,10 @@ func (c *compiler) grouping(p *Plan) error {
 		if (a.Kind == AggMin || a.Kind == AggMax) && a.arg != nil {
 			col.Collation = a.arg.coll
 		}
+		gt.Columns = append(gt.Columns, col)
+	}
+	for _, col := range extra {
+		col.AttNum = int16(len(gt.Columns) + 1)
 		gt.Columns = append(gt.Columns, col)
 	}
 	gs := &Source{Alias: groupAlias, Table: gt, Columns: gt.Columns, KeyN: len(b.keys), Join: JoinRoot}
@@ -423,7 +442,7 @@ func (c *compiler) grouping(p *Plan) error {
 	for _, k := range post.Order {
 		post.raises = post.raises || k.expr != nil && k.expr.raises
 	}
-	g := &Grouping{Aggs: b.aggs, Post: post, keys: b.keys}
+	g.Post = post
 	for _, k := range b.keys {
 		g.KeyOIDs = append(g.KeyOIDs, k.oid)
 	}
@@ -432,34 +451,60 @@ func (c *compiler) grouping(p *Plan) error {
 	return nil
 }
 
+// resTargets returns a select list's items, refusing what no select list
+// here holds.
+func resTargets(list []*pg.Node) ([]*pg.ResTarget, error) {
+	targets := make([]*pg.ResTarget, 0, len(list))
+	for _, n := range list {
+		rt := n.GetResTarget()
+		if rt == nil {
+			return nil, refuse(CodeTargetList, "this output item is not supported")
+		}
+		if len(rt.Indirection) > 0 {
+			return nil, refusalAt(rt.Location, CodeTargetList, "subscripts and field selection in the output are not supported")
+		}
+		targets = append(targets, rt)
+	}
+	return targets, nil
+}
+
 // builtinType describes a built-in type (the zero Type when unknown).
 func builtinType(oid uint32) change.Type {
 	t, _ := change.BuiltinType(oid)
 	return t
 }
 
-// groupKeyType refuses a GROUP BY key whose equal values can print
-// differently (which of them PostgreSQL shows for the group depends on
-// the order it met the rows in) or whose equality is not reproduced.
-func (c *compiler) groupKeyType(s *scalar) error {
+// groupKeyType refuses a grouping key (what: "GROUP BY", "SELECT
+// DISTINCT of" or "DISTINCT ON") whose equal values can print differently
+// (which of them PostgreSQL shows for the group depends on the order it
+// met the rows in) or whose equality is not reproduced.
+func (c *compiler) groupKeyType(s *scalar, what string) error {
+	code := CodeGroupBy
+	if what != "GROUP BY" {
+		code = CodeDistinct
+	}
 	switch f := familyOf(s.oid); f {
 	case famInt, famBool, famUUID, famBytea, famDate, famTime, famTimestamp, famEnum:
 		return nil
 	case famText:
 		if s.oid == change.OIDBPChar && s.typmod < 0 {
-			return refuse(CodeGroupBy, "GROUP BY a bpchar value without a length is not supported: equal values ('a' and 'a ') print differently, and which one PostgreSQL shows depends on row order")
+			return refuse(code, "%s a bpchar value without a length is not supported: equal values ('a' and 'a ') print differently, and which one PostgreSQL shows depends on row order", what)
 		}
 		if coll := c.textColl(s.oid, s.coll); !coll.Deterministic {
-			return refuse(CodeCollation, "GROUP BY text under the nondeterministic collation %q is not supported", coll.Name)
+			return refuse(CodeCollation, "%s text under the nondeterministic collation %q is not supported", what, coll.Name)
 		}
 		return nil
 	case famNumeric:
 		if s.typmod >= 0 {
 			return nil
 		}
-		return refuse(CodeGroupBy, "GROUP BY a numeric value without a declared scale is not supported: equal values (1.5 and 1.50) print differently, and which one PostgreSQL shows depends on row order; group by a numeric(p,s) column or cast to one")
+		return refuse(code, "%s a numeric value without a declared scale is not supported: equal values (1.5 and 1.50) print differently, and which one PostgreSQL shows depends on row order; use a numeric(p,s) column or cast to one", what)
+	case famFloat:
+		return refuse(code, "%s a %s value is not supported: equal values (0 and -0) print differently, and which one PostgreSQL shows depends on row order; cast to numeric(p,s)", what, typeName(s.oid))
+	case famInterval:
+		return refuse(code, "%s an interval value is not supported: equal values ('1 mon' and '30 days') print differently, and which one PostgreSQL shows depends on row order", what)
 	}
-	return refuse(CodeGroupBy, "GROUP BY a %s value is not supported", typeName(s.oid))
+	return refuse(code, "%s a %s value is not supported", what, typeName(s.oid))
 }
 
 // rewriteAgg returns a copy of n with every aggregate call and every

@@ -199,6 +199,7 @@ func (a *Aggregate) Result(st *AggState, rows int64) (v any, err error) {
 // the value a group shows is the one PostgreSQL shows.
 type multiset struct {
 	oid  uint32
+	by   func(a, b any) int // when set, the order (DISTINCT ON's rows)
 	root *msNode
 }
 
@@ -209,7 +210,12 @@ type msNode struct {
 	left, right *msNode
 }
 
-func (m *multiset) cmp(v any, x *msNode) int { return CompareValues(m.oid, v, x.v) }
+func (m *multiset) cmp(v any, x *msNode) int {
+	if m.by != nil {
+		return m.by(v, x.v)
+	}
+	return CompareValues(m.oid, v, x.v)
+}
 
 func (m *multiset) add(v any) { m.root = m.insert(m.root, v) }
 

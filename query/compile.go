@@ -145,8 +145,6 @@ func (c *compiler) parse() error {
 		return refuse(CodeValues, "VALUES lists are not supported")
 	case sel.IntoClause != nil:
 		return refuse(CodeInto, "SELECT INTO is not supported")
-	case len(sel.DistinctClause) > 0:
-		return refuse(CodeDistinct, "DISTINCT is not supported")
 	case len(sel.WindowClause) > 0:
 		return refuse(CodeWindow, "WINDOW clauses are not supported")
 	case len(sel.LockingClause) > 0:
@@ -358,13 +356,20 @@ func (c *compiler) compile() (*Plan, error) {
 		return nil, err
 	}
 	p := &Plan{SQL: c.sql, Binds: c.binds, Limit: -1}
-	grouped := needsGrouping(sel)
-	if grouped {
-		if err := c.grouping(p); err != nil {
+	grouped := len(sel.DistinctClause) > 0 || needsGrouping(sel)
+	switch {
+	case len(sel.DistinctClause) > 0:
+		if err := c.distinct(p); err != nil {
 			return nil, err
 		}
-	} else if err := c.targets(p, sel.TargetList); err != nil {
-		return nil, err
+	case grouped:
+		if err := c.grouping(p, sel.TargetList, sel.GroupClause, "GROUP BY"); err != nil {
+			return nil, err
+		}
+	default:
+		if err := c.targets(p, sel.TargetList); err != nil {
+			return nil, err
+		}
 	}
 	if sel.WhereClause != nil {
 		e, err := c.pred(sel.WhereClause)
@@ -442,6 +447,11 @@ func (c *compiler) finish(p *Plan) error {
 		}
 		for _, a := range g.Aggs {
 			p.raises = p.raises || a.arg != nil && a.arg.raises
+		}
+		if g.First != nil {
+			for _, s := range g.First.vals {
+				p.raises = p.raises || s.raises
+			}
 		}
 	} else {
 		for _, o := range p.Output {
@@ -1006,21 +1016,8 @@ func (c *compiler) targets(p *Plan, list []*pg.Node) error {
 
 // exprOutput compiles a computed output column.
 func (c *compiler) exprOutput(p *Plan, rt *pg.ResTarget, ti int) error {
-	s, err := c.sexpr(rt.Val)
+	s, err := c.outputScalar(rt)
 	if err != nil {
-		var rf *Refusal
-		if errors.As(err, &rf) && rf.Code == CodeExpression && strings.Contains(rf.Message, "in an expression") {
-			rf.Code = CodeTargetList
-		}
-		return err
-	}
-	if s.u != nil {
-		// An untyped literal or bind in the select list is text.
-		if err := c.settleScalar(s, change.OIDText); err != nil {
-			return err
-		}
-	}
-	if err := c.outputType(s, rt.Location); err != nil {
 		return err
 	}
 	name := rt.Name
@@ -1031,6 +1028,28 @@ func (c *compiler) exprOutput(p *Plan, rt *pg.ResTarget, ti int) error {
 	c.outRefs = append(c.outRefs, nil)
 	c.outExprs = append(c.outExprs, s)
 	return nil
+}
+
+// outputScalar compiles a select list item's expression.
+func (c *compiler) outputScalar(rt *pg.ResTarget) (*scalar, error) {
+	s, err := c.sexpr(rt.Val)
+	if err != nil {
+		var rf *Refusal
+		if errors.As(err, &rf) && rf.Code == CodeExpression && strings.Contains(rf.Message, "in an expression") {
+			rf.Code = CodeTargetList
+		}
+		return nil, err
+	}
+	if s.u != nil {
+		// An untyped literal or bind in the select list is text.
+		if err := c.settleScalar(s, change.OIDText); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.outputType(s, rt.Location); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // outputType refuses a computed value whose type the result cannot carry.

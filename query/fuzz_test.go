@@ -223,6 +223,15 @@ func FuzzCompile(f *testing.F) {
 		if p.Agg != nil {
 			keys, args := make([]any, len(p.Agg.KeyOIDs)), make([]any, len(p.Agg.Aggs))
 			_ = p.Agg.Eval(full, keys, args)
+			if f := p.Agg.First; f != nil {
+				vals := make([]any, len(f.OIDs))
+				if f.EvalFirst(full, vals) == nil {
+					var st FirstState
+					f.Add(&st, "k", vals, 1)
+					_ = f.First(&st)
+					f.Add(&st, "k", vals, -1)
+				}
+			}
 			gs := p.Agg.Post.Sources[0]
 			full = Row{make([]any, len(gs.Columns))}
 			for j, c := range gs.Columns {

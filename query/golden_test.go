@@ -126,6 +126,16 @@ func describePlan(p *Plan) string {
 			aggs = append(aggs, fmt.Sprintf("%s(%s)->%s", a.Kind, arg, typeName(a.TypeOID)))
 		}
 		fmt.Fprintf(&b, "group by: [%s] aggregates: [%s] having: %v\n", strings.Join(keys, " "), strings.Join(aggs, " "), g.Post.filter != nil)
+		if f := g.First; f != nil {
+			var vals, order []string
+			for _, oid := range f.OIDs {
+				vals = append(vals, typeName(oid))
+			}
+			for _, k := range f.order {
+				order = append(order, fmt.Sprintf("%d desc=%v nullsfirst=%v", k.at, k.desc, k.nullsFirst))
+			}
+			fmt.Fprintf(&b, "first row: [%s] by [%s]\n", strings.Join(vals, " "), strings.Join(order, ", "))
+		}
 	}
 	var outs []string
 	for _, o := range p.Output {

@@ -62,7 +62,7 @@ func (p *Plan) Render(o RenderOptions) string {
 		if p.Agg != nil {
 			// The aggregated rows: grouping, HAVING and the order of
 			// groups are the engine's.
-			sel.GroupClause, sel.HavingClause, sel.SortClause = nil, nil, nil
+			sel.GroupClause, sel.HavingClause, sel.SortClause, sel.DistinctClause = nil, nil, nil, nil
 			sel.LimitOption = pg.LimitOption_LIMIT_OPTION_DEFAULT
 		}
 	}
