@@ -22,8 +22,8 @@
 // by the two-column key, IS NULL, OR, <> and NOT IN, = ANY of an array, a
 // time range, a 100-id IN list, results that must stay empty, the largest
 // result under the per-entry cap, ORDER BY ... LIMIT pages, counts, inner
-// joins, left joins with an empty side, and shapes the engine refuses
-// (DISTINCT, GROUP BY, MAX, the array operator @>, a result over the cap).
+// joins, left joins with an empty side, DISTINCT, GROUP BY, MAX, the
+// array operator @>, and one the engine refuses (a result over the cap).
 // Each says what it expects: Cached (served from rows the engine keeps
 // fresh) or Refused (read from PostgreSQL, with the engine's refusal
 // Code). The expectations assume `freshet serve --row-limit 2000`

@@ -13,6 +13,7 @@ import (
 	"github.com/freshetdb/freshet/readcache"
 	"github.com/freshetdb/freshet/ticketdesk"
 	"github.com/freshetdb/freshet/ticketdesk/desktest"
+	"gorm.io/gorm"
 )
 
 // TestVerifyUnderWriter: four readers verify every lookup while the
@@ -249,9 +250,8 @@ func testVerifyFindsMisroute(t *testing.T, d *desk) {
 	p, g := d.pool(t)
 	ctx := ctxFor(t, time.Minute)
 	wrong := map[string]func(*ticketdesk.Lookup){
-		"distinct_statuses": func(l *ticketdesk.Lookup) { l.Expect, l.Code = ticketdesk.Cached, "" },
-		"label_by_key":      func(l *ticketdesk.Lookup) { l.Expect, l.Code = ticketdesk.Refused, "distinct" },
-		"over_cap":          func(l *ticketdesk.Lookup) { l.Code = "aggregate" },
+		"label_by_key": func(l *ticketdesk.Lookup) { l.Expect, l.Code = ticketdesk.Refused, "distinct" },
+		"over_cap":     func(l *ticketdesk.Lookup) { l.Code = "aggregate" },
 	}
 	var ls []ticketdesk.Lookup
 	for name, spoil := range wrong {
@@ -259,6 +259,16 @@ func testVerifyFindsMisroute(t *testing.T, d *desk) {
 		spoil(&l)
 		ls = append(ls, l)
 	}
+	// Every lookup of the desk but over_cap is served: a shape the engine
+	// refuses (DISTINCT of float8), said to be cached.
+	wrong["distinct_float"] = nil
+	ls = append(ls, ticketdesk.Lookup{Name: "distinct_float", Expect: ticketdesk.Cached,
+		Args: func(*rand.Rand, *ticketdesk.World) []any { return []any{int64(1)} },
+		Run: func(ctx context.Context, db *gorm.DB, a []any) (any, error) {
+			out := []float64{}
+			err := db.WithContext(ctx).Raw("SELECT DISTINCT priority::float8 AS p FROM tickets WHERE org_id = ? ORDER BY p", a[0]).Scan(&out).Error
+			return out, err
+		}})
 	// The first reads subscribe; once every verdict is in, each read's
 	// route is settled.
 	servetest.Eventually(t, 30*time.Second, func() string {

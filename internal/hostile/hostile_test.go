@@ -352,7 +352,7 @@ var frameCases = []hostileCase{
 	refusedCase("not SQL", `{"type":"subscribe","id":"a","sql":"SELEKT * FROM items","mode":"rows"}`, "syntax", false),
 	refusedCase("SQL over --max-sql-bytes", `{"type":"subscribe","id":"a","sql":"SELECT id FROM items WHERE v = '`+strings.Repeat("q", 40<<10)+`'","mode":"rows"}`, "too_long", false),
 	refusedCase("unknown table", `{"type":"subscribe","id":"a","sql":"SELECT * FROM nope","mode":"rows"}`, "unknown_table", true),
-	refusedCase("DISTINCT", `{"type":"subscribe","id":"a","sql":"SELECT DISTINCT grp FROM items","mode":"rows"}`, "distinct", false),
+	refusedCase("DISTINCT ON whose ORDER BY can tie", `{"type":"subscribe","id":"a","sql":"SELECT DISTINCT ON (grp) grp, v FROM items ORDER BY grp","mode":"rows"}`, "distinct", false),
 	refusedCase("more rows than --row-limit", `{"type":"subscribe","id":"a","sql":"SELECT id FROM items","mode":"rows"}`, "row_limit", false),
 }
 
