@@ -319,10 +319,20 @@ func (h *harness) joined(plan *query.Plan, st map[string]map[string]hrow) ([]que
 			if !ok {
 				continue
 			}
+			if src.Join == query.JoinSemi {
+				// IN (subquery): once, if any row of it matches.
+				if plan.EvalSource(i, vals) == query.True {
+					found = true
+				}
+				continue
+			}
 			found = true
 			cur[i] = vals
 			rec(i+1, cur, key+k)
 			cur[i] = nil
+		}
+		if found && src.Join == query.JoinSemi {
+			rec(i+1, cur, key)
 		}
 		if !found && src.Join == query.JoinLeft {
 			nk := ""

@@ -26,6 +26,15 @@ import (
 // in the result, and a LEFT JOIN's null-extended row comes and goes as its
 // children do.
 //
+// An IN (subquery) is a semi-joined source (query.JoinSemi): it holds the
+// rows of its table the subquery keeps (its constraints and its WHERE,
+// sourceMatch), indexed by join value in byJoin, whose per-value sets are
+// the count of matching rows. Enumeration goes on past it once when the
+// set for the parent's value is not empty, adding nothing to the joined
+// row (its key part is empty), so duplicates in the subquery never
+// duplicate a result row; a change to one of its rows marks the roots
+// holding its old and new value, as any source's does.
+//
 // Memory: every row of every source table that satisfies the source's
 // constraints is held (once, shared with other views), plus the result
 // entries; an unconstrained source holds its whole table.
@@ -131,6 +140,23 @@ func predMatch(preds []srcPred, vals []any) (match, known bool) {
 		}
 	}
 	return true, true
+}
+
+// sourceMatch reports whether a row of source i's table belongs to the
+// source: it satisfies the source's constraints and, for the table of an
+// IN (subquery) (query.JoinSemi), the subquery's WHERE; known is false
+// when a value it needs is unknown.
+func (v *view) sourceMatch(i int, vals []any) (match, known bool) {
+	match, known = predMatch(v.js.preds[i], vals)
+	vs := v.srcs[i]
+	if !match || !known || vs.src.Join != query.JoinSemi {
+		return match, known
+	}
+	sv := srcVals(vs, vals)
+	if !loaded(query.Row{sv}) {
+		return false, false
+	}
+	return v.plan.EvalSource(i, sv) == query.True, true
 }
 
 // srcVals returns a source's values (in its Columns order) of a layout row.
@@ -269,6 +295,16 @@ func (v *view) enumerate(rootKey string, root *heldRow, budget *int) (_ []*entry
 			return
 		}
 		vs := v.srcs[i]
+		if vs.src.Join == query.JoinSemi {
+			// IN (subquery): the row goes on, once, while at least one
+			// held row of the subquery's table matches (byJoin holds
+			// them per join value: their count is the set's size).
+			if k, ok := parentKey(v, vs, q); ok && len(vs.byJoin[k]) > 0 {
+				rows[i], q[i], keys[i] = nil, nil, ""
+				rec(i + 1)
+			}
+			return
+		}
 		found := false
 		if k, ok := parentKey(v, vs, q); ok {
 			m := vs.byJoin[k]
@@ -441,7 +477,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 				after, h = changed.after, changed.h
 			}
 			if after != nil {
-				if m, known := predMatch(js.preds[i], after); !known || !loaded(query.Row{srcVals(vs, after)}) {
+				if m, known := v.sourceMatch(i, after); !known || !loaded(query.Row{srcVals(vs, after)}) {
 					clearTouched(js)
 					s.refill(v, lsn)
 					return
@@ -698,13 +734,13 @@ func (s *state) landJoin(v *view) {
 			}
 			vals := vs.layoutRow(row[i])
 			if k, ok := tb.keyOf(vals); ok {
-				if match, _ := predMatch(js.preds[i], vals); match {
+				if match, _ := v.sourceMatch(i, vals); match {
 					m[k] = vals
 				}
 			}
 		}
 		ok := s.replayTable(r, tb, func(k string) []any { return m[k] }, func() { clear(m) }, func(oldKey, newKey string, newVals []any) bool {
-			return replaySource(vs, js.preds[i], m, oldKey, newKey, newVals)
+			return replaySource(v, i, m, oldKey, newKey, newVals)
 		})
 		if !ok {
 			s.askRead(v)
@@ -764,12 +800,13 @@ func (s *state) landJoin(v *view) {
 
 // replaySource applies a replayed row change (replayTable) to a join
 // source's read rows m; false when a needed value is unknown.
-func replaySource(vs *viewSource, preds []srcPred, m map[string][]any, oldKey, newKey string, newVals []any) bool {
+func replaySource(v *view, i int, m map[string][]any, oldKey, newKey string, newVals []any) bool {
+	vs := v.srcs[i]
 	delete(m, oldKey)
 	if newVals == nil {
 		return true
 	}
-	match, known := predMatch(preds, newVals)
+	match, known := v.sourceMatch(i, newVals)
 	if !known {
 		return false
 	}

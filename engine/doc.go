@@ -123,7 +123,10 @@
 // A join view holds each source's rows, indexed by its join columns, and
 // its result by root row; a transaction recomputes the results of the
 // root rows it can reach (core_join.go). A join view holds at most the
-// row limit of joined rows.
+// row limit of joined rows. An IN (subquery) is a semi-joined source of
+// such a view: its rows the subquery keeps, per join value; a row of the
+// outer query is in the result, once, while that value's set is not
+// empty.
 //
 // # Aggregates
 //

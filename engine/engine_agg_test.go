@@ -51,6 +51,7 @@ var aggQueries = []refQuery{
 // checked.
 type refQuery struct {
 	sql, ref string
+	binds    []query.Bind
 	ordered  bool
 }
 
@@ -64,11 +65,14 @@ func checkRefs(t *testing.T, r *rig, seed uint64, step string, queries []refQuer
 		if ref == "" {
 			ref = q.sql
 		}
+		if st, code, reason := recs[i].ending(); st != OutputAccepted {
+			t.Fatalf("%s: %s: %v %s %s", step, q.sql, st, code, reason)
+		}
 		got, err := recs[i].result(q.ordered, r.reader.Types())
 		if err != nil {
 			t.Fatalf("%s: %s: client result: %v", step, q.sql, err)
 		}
-		want, err := r.reference(ref, nil)
+		want, err := r.reference(ref, q.binds)
 		if err != nil {
 			t.Fatalf("reference %q: %v", ref, err)
 		}

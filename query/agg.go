@@ -146,6 +146,10 @@ func needsGrouping(sel *pg.SelectStmt) bool {
 func hasAggregate(n *pg.Node) bool {
 	found := false
 	walkNodes(n, func(x *pg.Node) bool {
+		if x.GetSubLink() != nil {
+			// A subquery's aggregates are its own (refused with it).
+			return false
+		}
 		if f := x.GetFuncCall(); f != nil && f.Over == nil && aggregates[strings.ToLower(funcName(f))] {
 			found = true
 		}

@@ -34,6 +34,12 @@ type compiler struct {
 
 	work int // units of work done, for tick
 
+	// subq > 0 while compiling the subquery of Sources[subq-1] (a
+	// JoinSemi source): names resolve to that table alone. Otherwise
+	// they resolve to the FROM sources, never to a subquery's table.
+	subq        int
+	subInValues int64 // IN values in subqueries' WHERE clauses, counted against MaxInValues
+
 	pendingJoins []pendingJoinKey
 	outRefs      []*colRef // per output column; nil for count and expressions
 	outExprs     []*scalar // per output column: its expression, or nil
@@ -157,21 +163,29 @@ func (c *compiler) parse() error {
 		return refuse(CodeLimit, "FETCH FIRST ... WITH TIES is not supported")
 	}
 	// Limits, measured on the tree before anything is planned.
-	if sel.WhereClause != nil {
+	return c.whereLimits(sel.WhereClause, "the WHERE clause", 0)
+}
+
+// whereLimits refuses a WHERE clause (what names it) nested deeper than
+// MaxDepth or with more alternatives than MaxAlternatives, and a query
+// whose IN values, those of this clause and other (counted already),
+// are more than MaxInValues.
+func (c *compiler) whereLimits(where *pg.Node, what string, other int64) error {
+	if where != nil {
 		if c.opts.MaxDepth > 0 {
-			if d := depth(sel.WhereClause, c.opts.MaxDepth+1); d > c.opts.MaxDepth {
-				return refuse(CodeTooComplex, "the WHERE clause is nested more than %d levels deep (MaxDepth)", c.opts.MaxDepth)
+			if d := depth(where, c.opts.MaxDepth+1); d > c.opts.MaxDepth {
+				return refuse(CodeTooComplex, "%s is nested more than %d levels deep (MaxDepth)", what, c.opts.MaxDepth)
 			}
 		}
 		if c.opts.MaxAlternatives > 0 {
 			limit := int64(c.opts.MaxAlternatives)
-			if n := alternatives(sel.WhereClause, false, limit+1); n > limit {
-				return refuse(CodeTooComplex, "the WHERE clause has more than %d alternatives in disjunctive normal form (MaxAlternatives)", c.opts.MaxAlternatives)
+			if n := alternatives(where, false, limit+1); n > limit {
+				return refuse(CodeTooComplex, "%s has more than %d alternatives in disjunctive normal form (MaxAlternatives)", what, c.opts.MaxAlternatives)
 			}
 		}
 	}
 	if c.opts.MaxInValues > 0 {
-		if n := inValues(sel.WhereClause, int64(c.opts.MaxInValues)+1); n > int64(c.opts.MaxInValues) {
+		if n := other + inValues(where, int64(c.opts.MaxInValues)+1); n > int64(c.opts.MaxInValues) {
 			return refuse(CodeTooManyInValues, "the query lists more than %d IN/NOT IN values (MaxInValues)", c.opts.MaxInValues)
 		}
 	}
@@ -372,12 +386,18 @@ func (c *compiler) compile() (*Plan, error) {
 		}
 	}
 	if sel.WhereClause != nil {
-		e, err := c.pred(sel.WhereClause)
+		rest, err := c.semiJoins(sel.WhereClause)
 		if err != nil {
 			return nil, err
 		}
-		e.markRaises()
-		p.filter = e
+		if rest != nil {
+			e, err := c.pred(rest)
+			if err != nil {
+				return nil, err
+			}
+			e.markRaises()
+			p.filter = e
+		}
 	}
 	if !grouped {
 		if err := c.order(p, sel.SortClause); err != nil {
@@ -585,9 +605,36 @@ func strVal(n *pg.Node) (string, bool) {
 	return "", false
 }
 
+// visible reports whether source i's names can be used where the
+// compiler is: inside a subquery only its own table, elsewhere every
+// FROM source.
+func (c *compiler) visible(i int) bool {
+	if c.subq > 0 {
+		return i == c.subq-1
+	}
+	return c.sources[i].Join != JoinSemi
+}
+
 // resolveColumn finds the column a ColumnRef's fields name. It returns
 // src -1 for a star (with the qualifying source, or -1 for a bare *).
+// Inside a subquery, a name that only the outer query's tables have is
+// refused as a correlated reference.
 func (c *compiler) resolveColumn(cr *pg.ColumnRef) (src, cat int, star bool, err error) {
+	src, cat, star, err = c.resolveVisible(cr)
+	if err == nil || c.subq == 0 {
+		return src, cat, star, err
+	}
+	inner := c.subq
+	c.subq = 0
+	_, _, _, outerErr := c.resolveVisible(cr)
+	c.subq = inner
+	if outerErr == nil {
+		return 0, 0, false, refusalAt(cr.Location, CodeSubquery, "correlated subqueries are not supported: %s in the subquery names a column of the outer query", c.snippet(&pg.Node{Node: &pg.Node_ColumnRef{ColumnRef: cr}}))
+	}
+	return src, cat, star, err
+}
+
+func (c *compiler) resolveVisible(cr *pg.ColumnRef) (src, cat int, star bool, err error) {
 	var names []string
 	for i, f := range cr.Fields {
 		if f.GetAStar() != nil {
@@ -618,6 +665,9 @@ func (c *compiler) resolveColumn(cr *pg.ColumnRef) (src, cat int, star bool, err
 	case 1:
 		found := -1
 		for i, s := range c.sources {
+			if !c.visible(i) {
+				continue
+			}
 			if _, ci := s.Table.Column(names[0]); ci >= 0 {
 				if found >= 0 {
 					return 0, 0, false, refusalAt(cr.Location, CodeUnknownColumn, "column reference %q is ambiguous", names[0])
@@ -652,6 +702,9 @@ func (c *compiler) resolveColumn(cr *pg.ColumnRef) (src, cat int, star bool, err
 func (c *compiler) sourceByName(q []string, loc int32) (int, error) {
 	found := -1
 	for i, s := range c.sources {
+		if !c.visible(i) {
+			continue
+		}
 		var match bool
 		if len(q) == 1 {
 			match = s.Alias == q[0]
@@ -824,7 +877,9 @@ func (c *compiler) addTable(rv *pg.RangeVar, kind JoinKind, nullable bool) error
 		alias = rv.Alias.Aliasname
 	}
 	for _, s := range c.sources {
-		if s.Alias == alias {
+		// A subquery's table is alone in its scope: it may repeat an
+		// outer name (tickets WHERE id IN (SELECT ... FROM tickets)).
+		if s.Alias == alias && kind != JoinSemi && s.Join != JoinSemi {
 			return refusalAt(rv.Location, CodeDuplicateAlias, "table name %q specified more than once", alias)
 		}
 	}
@@ -968,7 +1023,7 @@ func (c *compiler) targets(p *Plan, list []*pg.Node) error {
 			}
 			if star {
 				for i, s := range c.sources {
-					if src >= 0 && i != src {
+					if src >= 0 && i != src || !c.visible(i) {
 						continue
 					}
 					s.Star = true
@@ -1140,7 +1195,26 @@ func (c *compiler) unsupported(n *pg.Node, where string) error {
 	loc := int32(-1)
 	switch x := n.Node.(type) {
 	case *pg.Node_SubLink:
-		return refusalAt(x.SubLink.Location, CodeSubquery, "subqueries are not supported (%s: %s)", where, c.snippet(n))
+		sl := x.SubLink
+		switch {
+		case c.subq > 0:
+			return refusalAt(sl.Location, CodeSubquery, "a subquery inside a subquery is not supported (%s)", c.snippet(n))
+		case sl.SubLinkType == pg.SubLinkType_ANY_SUBLINK:
+			nor := ""
+			if where != "in WHERE" {
+				nor = ", nor " + where
+			}
+			return refusalAt(sl.Location, CodeSubquery, "IN (subquery) is supported only as a condition ANDed with the rest of WHERE (not under OR or NOT%s): %s", nor, c.snippet(n))
+		case sl.SubLinkType == pg.SubLinkType_EXISTS_SUBLINK:
+			return refusalAt(sl.Location, CodeSubquery, "EXISTS (subquery) is not supported; write column IN (SELECT ...) (%s)", c.snippet(n))
+		case sl.SubLinkType == pg.SubLinkType_EXPR_SUBLINK:
+			return refusalAt(sl.Location, CodeSubquery, "a scalar subquery (a SELECT used as a value) is not supported (%s)", c.snippet(n))
+		case sl.SubLinkType == pg.SubLinkType_ALL_SUBLINK:
+			return refusalAt(sl.Location, CodeSubquery, "ALL (subquery) is not supported (%s)", c.snippet(n))
+		case sl.SubLinkType == pg.SubLinkType_ARRAY_SUBLINK:
+			return refusalAt(sl.Location, CodeSubquery, "ARRAY(subquery) is not supported (%s)", c.snippet(n))
+		}
+		return refusalAt(sl.Location, CodeSubquery, "subqueries are not supported (%s: %s)", where, c.snippet(n))
 	case *pg.Node_FuncCall:
 		f := x.FuncCall
 		name := ""

@@ -38,11 +38,18 @@ func colKey(r *colRef) [2]int { return [2]int{r.src, r.cat} }
 // constraints fills each source's Constraints from the filter, then
 // carries IN constraints across the joins' ON equalities (propagate).
 func (c *compiler) constraints(p *Plan) {
-	if p.filter == nil {
+	semi := false
+	for _, s := range p.Sources {
+		semi = semi || s.Join == JoinSemi
+	}
+	if p.filter == nil && !semi {
 		return
 	}
 	d := &deriver{c: c, oids: make(map[[2]int]uint32)}
-	res := d.derive(p.filter, false)
+	res := all
+	if p.filter != nil {
+		res = d.derive(p.filter, false)
+	}
 	if res.none {
 		// No row is ever kept: no change can affect the result.
 		for _, s := range p.Sources {
@@ -58,6 +65,22 @@ func (c *compiler) constraints(p *Plan) {
 			continue
 		}
 		cols[k] = dm
+	}
+	// A subquery's WHERE holds for every row of its source that can
+	// affect the result (it names that source's columns only).
+	noRows := map[int]bool{}
+	for i, s := range p.Sources {
+		if s.filter == nil {
+			continue
+		}
+		sr := d.derive(s.filter, false)
+		if sr.none {
+			noRows[i] = true
+			continue
+		}
+		for k, dm := range sr.cols {
+			cols[k] = dm
+		}
 	}
 	d.propagate(cols)
 	for i, s := range p.Sources {
@@ -87,6 +110,10 @@ func (c *compiler) constraints(p *Plan) {
 			}
 			cons = append(cons, con)
 		}
+		if noRows[i] {
+			// The subquery keeps no row: its IN is never true.
+			cons = []Constraint{{Column: 0, Kind: ConstraintIn}}
+		}
 		s.Constraints = cons
 	}
 }
@@ -106,7 +133,8 @@ func (c *compiler) constraints(p *Plan) {
 //     dropped from every result by the inner join, and without it the
 //     parent (were it null-extended instead) matches nothing either.
 //     Through a LEFT join the parent row stays (null-extended), so nothing
-//     goes back.
+//     goes back. A semi-join (IN (subquery)) is an inner join here: an
+//     outer row matching no held row of the subquery's table is not kept.
 //
 // Only IN value sets travel, without NULL (NULL equals nothing: an IS NULL
 // alone gives nothing), and only between columns of one type and of
@@ -146,7 +174,7 @@ func (dv *deriver) propagate(cols map[[2]int]*dom) {
 			changed = step(j.other, j.mine) || changed
 		}
 		for i := len(joins) - 1; i >= 0; i-- {
-			if j := joins[i]; dv.c.sources[j.src].Join == JoinInner {
+			if j := joins[i]; dv.c.sources[j.src].Join == JoinInner || dv.c.sources[j.src].Join == JoinSemi {
 				changed = step(j.mine, j.other) || changed
 			}
 		}

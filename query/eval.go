@@ -23,6 +23,20 @@ func (p *Plan) Eval(row Row) Tri {
 	return p.filter.eval(row)
 }
 
+// EvalSource evaluates the subquery's WHERE of a semi-joined source
+// (Sources[i].Join is JoinSemi) over one row of its table, vals in the
+// source's Columns order: True when the subquery keeps the row. It is
+// True for a source without a WHERE of its own. Such a WHERE never
+// raises (Compile refuses one that could).
+func (p *Plan) EvalSource(i int, vals []any) Tri {
+	if i < 0 || i >= len(p.Sources) || p.Sources[i].filter == nil {
+		return True
+	}
+	row := make(Row, len(p.Sources))
+	row[i] = vals
+	return p.Sources[i].filter.eval(row)
+}
+
 // Compare orders two rows by the ORDER BY keys as PostgreSQL would: it
 // returns a negative number when a sorts first, positive when b does, and 0
 // when they tie on every key. PostgreSQL returns tied rows in an unspecified

@@ -120,7 +120,8 @@ type Plan struct {
 	ParamOIDs []uint32
 
 	// Sources are the tables of the join tree in FROM order. Sources[0] is
-	// the root; each later one is joined to earlier ones.
+	// the root; each later one is joined to earlier ones. The tables of
+	// IN (subquery) conditions follow, one each (JoinSemi).
 	Sources []*Source
 
 	// Output are the columns of the result, in order. For a COUNT(*)
@@ -161,6 +162,14 @@ const (
 	JoinRoot  JoinKind = iota // Sources[0]: not joined
 	JoinInner                 // INNER JOIN (or JOIN)
 	JoinLeft                  // LEFT [OUTER] JOIN: null-extended when no row matches
+	// JoinSemi is the table of an uncorrelated IN (subquery) in WHERE: a
+	// row of the sources before it is kept while at least one row of this
+	// table passes the subquery's WHERE and matches On (its one equality:
+	// the subquery's output column = the IN's left column). It adds no
+	// values to a joined row (its entry in a Row is nil) and however many
+	// of its rows match, the joined row is there once. Semi-joined
+	// sources come after every FROM source.
+	JoinSemi
 )
 
 // String names the join kind.
@@ -170,6 +179,8 @@ func (k JoinKind) String() string {
 		return "inner"
 	case JoinLeft:
 		return "left"
+	case JoinSemi:
+		return "semi"
 	}
 	return "root"
 }
@@ -220,6 +231,8 @@ type Source struct {
 	// to $1; a LEFT-joined source's constraints never narrow the sources it
 	// is joined to.
 	Constraints []Constraint
+
+	filter *expr // JoinSemi: the subquery's WHERE over this source alone; nil: none
 }
 
 // JoinKey is one equality of a join condition: Sources[Source].Columns[Column]
@@ -319,7 +332,8 @@ const (
 	SelectOutput RenderColumns = iota
 	// SelectNeeded selects, for each source in order, every column of its
 	// Columns (NULLs for a null-extended source), so that a result row
-	// read left to right fills a Row.
+	// read left to right fills a Row; a semi-joined source (JoinSemi)
+	// selects nothing, its entry in the Row staying nil.
 	SelectNeeded
 )
 

@@ -18,6 +18,9 @@ type screen struct {
 	lexed bool
 }
 
+// subqueryWords begin a subquery where an IN list could begin.
+var subqueryWords = map[string]bool{"SELECT": true, "VALUES": true, "WITH": true, "TABLE": true}
+
 // prescreen reads the SQL text with a small lexer, before PostgreSQL's
 // parser.
 // Parsing costs time in proportion to the text, so a wide hostile query is
@@ -39,6 +42,7 @@ func prescreen(sql string) screen {
 	var inGroup []int // depths of open IN lists, with their item counts in counts
 	var counts []int64
 	prevIN := false
+	openedIN := false // the last token opened an IN group
 	nest := []nestingFrame{{}}
 	for {
 		tok, kind, good := l.next()
@@ -50,6 +54,13 @@ func prescreen(sql string) screen {
 			break
 		}
 		top := &nest[len(nest)-1]
+		if openedIN {
+			// IN (SELECT ...) is a subquery, not a list: no values.
+			if n := len(inGroup); n > 0 && kind == tokWord && subqueryWords[strings.ToUpper(tok)] {
+				inGroup, counts = inGroup[:n-1], counts[:n-1]
+			}
+			openedIN = false
+		}
 		switch kind {
 		case tokOpen:
 			nest = append(nest, nestingFrame{})
@@ -57,6 +68,7 @@ func prescreen(sql string) screen {
 			if inWhere && prevIN && depth == 1 {
 				inGroup = append(inGroup, depth)
 				counts = append(counts, 1)
+				openedIN = true
 			}
 		case tokClose:
 			// A CASE left open inside the parentheses ends with them (the

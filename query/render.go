@@ -51,6 +51,11 @@ func (p *Plan) Render(o RenderOptions) string {
 	if o.Columns == SelectNeeded {
 		sel.TargetList = nil
 		for _, s := range p.Sources {
+			if s.Join == JoinSemi {
+				// Its table is the subquery's, not in the outer scope;
+				// a Row holds nothing of it.
+				continue
+			}
 			for _, c := range s.Columns {
 				sel.TargetList = append(sel.TargetList, pg.MakeResTargetNodeWithVal(colNode(s.Alias, c.Name), -1))
 			}
@@ -99,6 +104,9 @@ func (p *Plan) Render(o RenderOptions) string {
 				ordered[[2]int{k.Source, k.Column}] = true
 			}
 			for i, s := range p.Sources {
+				if s.Join == JoinSemi {
+					continue
+				}
 				for j := 0; j < s.KeyN; j++ {
 					if ordered[[2]int{i, j}] {
 						continue

@@ -150,6 +150,12 @@ func TestValidation400(t *testing.T) {
 	if r.code != 400 || !strings.Contains(r.body, `"where":[`) || !strings.Contains(strings.ToLower(r.body), "sub") {
 		t.Errorf("a subquery: %d %s", r.code, r.body)
 	}
+	// The engine keeps this one; a shape refuses it: a where may read its
+	// own table only (the allow-list checks names, not tables).
+	r = e.get("table", "items", "offset", "-1", "where", "id IN (SELECT id FROM items WHERE id > 1)")
+	if r.code != 400 || !strings.Contains(r.body, "subqueries are not supported in a shape's where clause") {
+		t.Errorf("a kept subquery: %d %s", r.code, r.body)
+	}
 	if e.srv.Shapes() != 0 {
 		t.Errorf("%d shapes after refusals, want 0", e.srv.Shapes())
 	}

@@ -42,6 +42,13 @@ func checkWhere(where string) ([]paramRef, error) {
 		len(sel.TargetList) != 1 {
 		return nil, errors.New("a where clause is one boolean expression: ORDER BY, LIMIT, OFFSET, GROUP BY, UNION, FOR UPDATE and the like are not part of it")
 	}
+	if hasSubquery(res.Stmts[0].Stmt.ProtoReflect()) {
+		// The engine keeps IN (subquery) conditions, but a shape's where
+		// may name only its own table: the allow-list (--shape-tables)
+		// and a subset's column rule check names, not tables, and a
+		// subquery would read another table through them.
+		return nil, errors.New("subqueries are not supported in a shape's where clause; a shape reads its own table only")
+	}
 	var refs []paramRef
 	walkParams(res.Stmts[0].Stmt, &refs)
 	for i := range refs {
@@ -170,6 +177,28 @@ func columnRefs(m protoreflect.Message, out map[string]bool) {
 		}
 		return true
 	})
+}
+
+// hasSubquery reports whether a parse tree holds a subquery anywhere.
+func hasSubquery(m protoreflect.Message) bool {
+	switch m.Interface().(type) {
+	case *pg_query.SubLink, *pg_query.RangeSubselect:
+		return true
+	}
+	found := false
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			l := v.List()
+			for i := 0; i < l.Len() && !found; i++ {
+				found = hasSubquery(l.Get(i).Message())
+			}
+		case fd.Message() != nil && !fd.IsMap():
+			found = hasSubquery(v.Message())
+		}
+		return !found
+	})
+	return found
 }
 
 // checkColumns refuses an expression (a where clause, or an ORDER BY list
