@@ -23,7 +23,7 @@ import (
 const (
 	frameMagic0   = 'F'
 	frameMagic1   = 'B'
-	frameVersion  = 1
+	frameVersion  = 2 // 2: a heartbeat carries the database clock (change.Heartbeat.Now)
 	eventTxn      = 1
 	eventBeat     = 2
 	maxFrameItems = 1 << 24 // bounds every count read, so a hostile frame cannot ask for huge slices
@@ -161,7 +161,8 @@ func appendEvent(dst []byte, e *Event) []byte {
 		dst = binary.AppendUvarint(dst, uint64(hb.LSN))
 		dst = binary.AppendUvarint(dst, hb.Seq)
 		dst = appendTime(dst, hb.Written)
-		return appendTime(dst, hb.Arrived)
+		dst = appendTime(dst, hb.Arrived)
+		return appendTime(dst, hb.Now)
 	}
 	t := e.Txn
 	dst = append(dst, eventTxn)
@@ -411,6 +412,7 @@ func DecodeMessage(b []byte, rels *Relations) (*Message, error) {
 			e.Beat = &change.Heartbeat{LSN: change.LSN(d.uvarint("heartbeat lsn")), Seq: d.uvarint("heartbeat seq")}
 			e.Beat.Written = d.time("heartbeat written")
 			e.Beat.Arrived = d.time("heartbeat arrived")
+			e.Beat.Now = d.time("heartbeat database clock")
 		case eventTxn:
 			e.Txn, e.Offset = d.txn(rels)
 		default:

@@ -41,6 +41,10 @@ type Heartbeat struct {
 	Seq     uint64    // rising number, per reader
 	Written time.Time // when the reader wrote it (the writer's clock)
 	Arrived time.Time // when the reader decoded it
+	// Now is PostgreSQL's now() in the heartbeat's transaction: the
+	// database's clock at the heartbeat's position, which queries using
+	// now() are evaluated at (zero: the writer did not send it).
+	Now time.Time
 }
 
 // Position implements Event.

@@ -240,6 +240,11 @@ type Output struct {
 	KeyChanges []KeyChange
 	// Count is the count of a COUNT(*) query (Accepted and Delta).
 	Count int64
+	// Clock is, for an Accepted or Delta of a query that compares a
+	// column with the time (query.Plan.Clock), the database clock the
+	// result is exact at: the query's answer with now() replaced by it
+	// (Core.Clock).
+	Clock change.Timestamp
 	// Code names why, for Refused and Ended, in a stable word: one of the
 	// engine's Code* values, or a query.Code.
 	Code      query.Code
@@ -300,6 +305,17 @@ func (c *Core) Apply(t *change.Txn) { c.st.apply(t) }
 // WAL end while decoding lags). Reads waiting for the stream to pass their
 // snapshot may land.
 func (c *Core) Advance(lsn change.LSN) { c.st.advance(lsn) }
+
+// Clock tells the core the database's clock: now() was t at position lsn
+// (a heartbeat's, read in its own transaction), and the stream has passed
+// lsn as Advance says. A view whose query compares a column with the time
+// (query.Plan.Clock) moves the rows the clock passed in or out of its
+// result, in one delta at lsn; a clock not later than the last one only
+// advances. A clocked view's result at a position is its query's answer
+// there with now() replaced by the last clock given at or before it. A
+// clocked view's read lands only once a clock at or past the read's
+// Snapshot.Now has been given.
+func (c *Core) Clock(lsn change.LSN, t change.Timestamp) { c.st.clockTo(lsn, t) }
 
 // ReadDone delivers the result of the read id: its rows and the snapshot
 // it ran in, or its failure, already classified (ReadFailure). The rows

@@ -352,13 +352,7 @@ func (s *state) finish(lsn change.LSN) {
 			changed.tb.rows[changed.key] = h
 		}
 	}
-	clear(s.overlay)
-	for _, changed := range s.overlayRows {
-		*changed = overlayRow{}
-		s.freeOverlayRows = append(s.freeOverlayRows, changed)
-	}
-	clear(s.overlayRows)
-	s.overlayRows = s.overlayRows[:0]
+	s.recycleOverlay()
 	s.pos = max(s.pos, lsn)
 	s.applied = max(s.applied, lsn)
 	if s.cur != nil && s.keepingLog() {
@@ -371,6 +365,25 @@ func (s *state) finish(lsn change.LSN) {
 	}
 	s.cur = nil
 	s.inTxn = false
+	s.refreshViews(lsn)
+	s.land()
+}
+
+// recycleOverlay empties the overlay once its transaction is settled; its
+// rows serve the next (freeOverlayRows).
+func (s *state) recycleOverlay() {
+	clear(s.overlay)
+	for _, changed := range s.overlayRows {
+		*changed = overlayRow{}
+		s.freeOverlayRows = append(s.freeOverlayRows, changed)
+	}
+	clear(s.overlayRows)
+	s.overlayRows = s.overlayRows[:0]
+}
+
+// refreshViews re-reads the views a settled change left needing rows
+// they do not hold.
+func (s *state) refreshViews(lsn change.LSN) {
 	// In view order, not the order rowChange found them (a map's): the
 	// reads and touches that follow are outputs.
 	slices.SortFunc(s.refresh, func(a, b *view) int { return cmpU64(a.id, b.id) })
@@ -380,7 +393,6 @@ func (s *state) finish(lsn change.LSN) {
 		}
 	}
 	s.refresh = s.refresh[:0]
-	s.land()
 }
 
 // rowBefore returns the values a row had before the transaction (zero:
@@ -428,7 +440,18 @@ func (s *state) settle(v *view, lsn change.LSN) {
 			s.refill(v, lsn)
 			return
 		}
-		if v.keeps(q) {
+		keep := false
+		if v.clk != nil {
+			var hold bool
+			keep, hold = v.clockEval(q)
+			if hold {
+				v.pushTimes(k, q)
+				nexts[i].hold = !keep
+			}
+		} else {
+			keep = v.keeps(q)
+		}
+		if keep {
 			if plain {
 				nexts[i].now = v.plan.Project(q)
 			}
@@ -446,6 +469,17 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		old := v.remove(n.key)
 		if old != nil {
 			s.dropHold(vs, n.key, old.row)
+		}
+		if v.clk != nil {
+			if p := v.clk.pending[n.key]; p != nil {
+				delete(v.clk.pending, n.key)
+				s.dropHold(vs, n.key, p)
+			}
+			if n.hold {
+				h := s.overlay[rowRef{tb.oid, n.key}].h
+				v.clk.pending[n.key] = h
+				h.addHolder(vs)
+			}
 		}
 		kept := n.e != nil && v.insert(n.e)
 		if kept {
@@ -499,6 +533,9 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		d.changed = len(d.rows) > 0 || len(d.removed) > 0
 		d.keyChanges = pairedKeyChanges(d.keyChanges, d.removed)
 	}
+	if v.clk != nil {
+		v.trimTimes()
+	}
 	s.emit(v, d, lsn)
 }
 
@@ -508,6 +545,8 @@ type settleNext struct {
 	key string
 	e   *entry
 	now []any // a plain view's projection of e's row
+	// hold: a clocked view holds the row pending (not in the result yet).
+	hold bool
 }
 
 // dropHold releases vs's hold on h during a transaction (the row table

@@ -15,6 +15,10 @@ import "github.com/freshetdb/freshet/query"
 // keeps reports whether the plan's filter keeps q; a row PostgreSQL would
 // raise an error for is not kept and marks the view to be ended.
 func (v *view) keeps(q query.Row) bool {
+	if v.clk != nil {
+		keep, _ := v.clockEval(q)
+		return keep
+	}
 	t, err := v.plan.EvalRow(q)
 	if err != nil {
 		if v.evalErr == nil {

@@ -79,6 +79,9 @@ type harness struct {
 	check   bool
 	// verified counts checks of single-table (false) and join (true) subscriptions.
 	verified map[bool]int
+	// clock is the database's now() as last given to the core (Clock).
+	clock    change.Timestamp
+	clockSet bool
 	out      strings.Builder
 }
 
@@ -356,7 +359,7 @@ func (h *harness) oracle(plan *query.Plan, st map[string]map[string]hrow) ([]Res
 	}
 	var kept []kr
 	for i, r := range rows {
-		if plan.Eval(r) == query.True {
+		if h.keeps(plan, r, false) {
 			kept = append(kept, kr{r, keys[i]})
 		}
 	}
@@ -722,7 +725,7 @@ func (h *harness) answer(id ReadID, at change.LSN, inProgress ...uint32) {
 	}
 	delete(h.reads, id)
 	h.readIDs = slices.DeleteFunc(h.readIDs, func(x ReadID) bool { return x == id })
-	snap := Snapshot{LSN: at, Xmax: uint64(h.nextXID) + 1}
+	snap := Snapshot{LSN: at, Xmax: uint64(h.nextXID) + 1, Now: h.clock}
 	visible := func(tx htxn) bool {
 		return tx.lsn < at && !slices.Contains(inProgress, tx.xid)
 	}
@@ -759,7 +762,7 @@ func (h *harness) answer(id ReadID, at change.LSN, inProgress ...uint32) {
 		jr, _ := h.joined(plan, st)
 		var kept []query.Row
 		for _, r := range jr {
-			if plan.Eval(r) == query.True {
+			if h.keeps(plan, r, true) {
 				kept = append(kept, r)
 			}
 		}
@@ -782,6 +785,36 @@ func (h *harness) answerAll() {
 		h.answer(h.readIDs[0], h.lsn+1)
 	}
 	h.core.Advance(h.lsn + 1)
+	h.collect()
+}
+
+// keeps evaluates a plan's WHERE over a row at the harness's clock: for a
+// read (hold), the rows a clocked view must hold, else its result.
+func (h *harness) keeps(plan *query.Plan, r query.Row, hold bool) bool {
+	if !plan.Clocked() {
+		return plan.Eval(r) == query.True
+	}
+	if !h.clockSet {
+		return false
+	}
+	thr, err := plan.Thresholds(nil, h.clock)
+	if err != nil {
+		return false
+	}
+	if hold {
+		return plan.Eval(r) == query.True && plan.HoldsAt(r, thr)
+	}
+	t, _ := plan.EvalAt(r, thr)
+	return t == query.True
+}
+
+// setClock gives the core the database's clock at a new position.
+func (h *harness) setClock(t change.Timestamp) {
+	h.lsn += 0x10
+	if !h.clockSet || t.Cmp(h.clock) > 0 {
+		h.clock, h.clockSet = t, true // the core ignores a clock going back
+	}
+	h.core.Clock(h.lsn, t)
 	h.collect()
 }
 

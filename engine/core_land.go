@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/freshetdb/freshet/change"
+	"github.com/freshetdb/freshet/query"
 )
 
 // readDone records a read's result and lands it when it can.
@@ -40,7 +41,7 @@ func (s *state) land() {
 		r := s.reads[id]
 		switch {
 		case r == nil:
-		case s.pos >= r.snap.LSN:
+		case s.pos >= r.snap.LSN && s.clockReady(r):
 			ids = append(ids, id)
 		default:
 			rest = append(rest, id)
@@ -123,9 +124,24 @@ func (s *state) landRead(r *read) {
 	n := len(r.rows) + len(r.held)
 	complete := !rs.window || r.complete || r.want == 0 || int64(n) < r.want
 	readRows := make(map[string]rowVals, n)
+	// pend: a clocked view's rows the clock may still let in.
+	var pend map[string]rowVals
+	if v.clk != nil {
+		pend = make(map[string]rowVals)
+	}
 	add := func(k string, rv rowVals) {
 		readRows[k] = rv
 		rs.remove(k)
+		if v.clk != nil {
+			delete(pend, k)
+			keep, hold := v.clockEval(query.Row{rv.pick(vs.col)})
+			if !keep {
+				if hold {
+					pend[k] = rv
+				}
+				return
+			}
+		}
 		rs.insert(rs.newEntry(k, &heldRow{rowVals: rv}, v))
 	}
 	for _, row := range r.rows {
@@ -159,13 +175,32 @@ func (s *state) landRead(r *read) {
 	}
 	ok := s.replayTable(r, tb, func(k string) []any { return readRows[k].values() }, func() {
 		clear(readRows)
+		clear(pend)
 		rs.result = make(map[string]*entry)
 		rs.list = nil
 		rs.complete, rs.bound = true, nil
 	}, func(oldKey, newKey string, newVals []any) bool {
 		if oldKey != "" {
 			delete(readRows, oldKey)
+			delete(pend, oldKey)
 			rs.remove(oldKey)
+		}
+		if newVals != nil && v.clk != nil {
+			q := v.row(newVals)
+			if !loaded(q) {
+				return false
+			}
+			keep, hold := v.clockEval(q)
+			rv := tb.encode(newVals)
+			switch {
+			case keep:
+				readRows[newKey] = rv
+				rs.insert(rs.newEntry(newKey, &heldRow{rowVals: rv}, v))
+			case hold:
+				readRows[newKey] = rv
+				pend[newKey] = rv
+			}
+			return true
 		}
 		if newVals != nil {
 			q := v.row(newVals)
@@ -197,6 +232,9 @@ func (s *state) landRead(r *read) {
 	s.intern(v, &rs)
 	v.resultSet = rs
 	v.read = nil
+	if v.clk != nil {
+		s.internPending(v, pend)
+	}
 	s.goLive(v, &old, wasRefilling)
 }
 
@@ -216,21 +254,21 @@ func (s *state) goLive(v *view, old *resultSet, wasRefilling bool) {
 		}
 		if wasRefilling {
 			s.releaseResult(v, old)
-			s.emit(v, d, s.applied)
+			s.emit(v, d, max(s.applied, s.clockLSN))
 		}
 	} else if wasRefilling {
 		d := v.landedDelta(old)
 		s.releaseResult(v, old)
 		// At the last commit: the result is exact there (nothing
 		// committed since), and a delta is a commit's.
-		s.emit(v, d, s.applied)
+		s.emit(v, d, max(s.applied, s.clockLSN))
 	} else if v.ordered {
 		v.snapshotShown()
 	}
 	for _, sb := range v.subs {
 		if !sb.accepted {
 			sb.accepted = true
-			s.out.Outputs = append(s.out.Outputs, v.accepted(sb, s.pos))
+			s.out.Outputs = append(s.out.Outputs, s.acceptedAt(v, sb))
 		}
 	}
 }

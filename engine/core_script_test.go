@@ -44,6 +44,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of the s
 //	answer id=N at=LSN [in-progress=xid,...]
 //	                                answers read N from a snapshot at LSN ("+n": the position plus n)
 //	answer-all                      answers every pending read at the position and advances past it
+//	clock now=TIMESTAMPTZ           the database's clock at a new position (Core.Clock, a heartbeat's)
 //	reads-sql                       the SQL of the pending reads
 //	stats                           the core's counters
 func TestCoreScripts(t *testing.T) {
@@ -280,6 +281,12 @@ func (c *scriptCmd) run(t *testing.T, path string, h *harness) {
 		h.answer(ReadID(c.atoi(t, path, c.arg(t, path, "id"))), at(c.arg(t, path, "at")), inProgress...)
 	case "answer-all":
 		h.answerAll()
+	case "clock":
+		v, err := change.DecodeOID(change.OIDTimestamptz, change.TextValue(c.arg(t, path, "now")), nil)
+		if err != nil {
+			t.Fatalf("%s:%d: clock now=: %v", path, c.line, err)
+		}
+		h.setClock(v.(change.Timestamp))
 	case "reads-sql":
 		ids := slices.Clone(h.readIDs)
 		slices.Sort(ids)

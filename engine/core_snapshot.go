@@ -26,6 +26,10 @@ type Snapshot struct {
 	Xmin, Xmax uint64   // xid8: epoch in the high 32 bits
 	Xip        []uint64 // in progress at the snapshot, sorted
 	LSN        change.LSN
+	// Now is now() in the read's transaction: a view whose query
+	// depends on the clock lands the read only once the core's clock
+	// (Core.Clock) is at or past it. Zero asks for nothing past a clock.
+	Now change.Timestamp
 }
 
 // ParseSnapshot parses pg_snapshot's text form, "xmin:xmax:xip,xip,...".

@@ -14,7 +14,14 @@ type state struct {
 	// transaction at or below it is a duplicate.
 	applied change.LSN
 
-	views      map[string]*view // by plan.Key
+	views map[string]*view // by plan.Key
+	// The clock (core_clock.go): the database's now() at clockLSN, the
+	// position of the Clock call that set it; clocked are the views whose
+	// query depends on it.
+	clock      change.Timestamp
+	clockSet   bool
+	clockLSN   change.LSN
+	clocked    map[*view]struct{}
 	subs       map[SubID]*sub
 	tables     map[uint32]*table
 	nextViewID uint64
@@ -103,6 +110,7 @@ func newState(opts CoreOptions) *state {
 	s := &state{
 		opts:    opts,
 		views:   make(map[string]*view),
+		clocked: make(map[*view]struct{}),
 		subs:    make(map[SubID]*sub),
 		tables:  make(map[uint32]*table),
 		reads:   make(map[ReadID]*read),

@@ -35,7 +35,7 @@ func (s *state) subscribe(id SubID, plan *query.Plan, mode Mode) {
 	v.subs = append(v.subs, sb)
 	if v.status == viewLive {
 		sb.accepted = true
-		s.out.Outputs = append(s.out.Outputs, v.accepted(sb, s.pos))
+		s.out.Outputs = append(s.out.Outputs, s.acceptedAt(v, sb))
 	}
 }
 
@@ -46,8 +46,15 @@ func (s *state) newView(plan *query.Plan) (*view, string) {
 			return nil, fmt.Sprintf("table %s.%s has no primary key", src.Table.Schema, src.Table.Name)
 		}
 	}
+	if plan.Clocked() && len(plan.Sources) > 1 {
+		return nil, "a time condition on a join is not served"
+	}
 	s.nextViewID++
 	v := &view{id: s.nextViewID, plan: plan}
+	if plan.Clocked() {
+		v.clk = s.newClockView(plan)
+		s.clocked[v] = struct{}{}
+	}
 	v.resultSet = newResultSet(plan, s.opts.WindowMargin)
 	for i, src := range plan.Sources {
 		tb := s.tables[src.Table.OID]
@@ -99,7 +106,8 @@ func (s *state) askRead(v *view) {
 		ID: r.id, Plan: plan, Sources: allSources(len(plan.Sources)),
 		// Rendered by the runtime (ReadSQL), not here: the core's
 		// goroutine must not spend time in the size of a client's query.
-		Render: query.RenderOptions{Columns: query.SelectNeeded, Window: v.ordered, Margin: margin},
+		// A clocked view reads the rows its clock may still let in too.
+		Render: query.RenderOptions{Columns: query.SelectNeeded, Window: v.ordered, Margin: margin, Hold: v.clk != nil},
 		Args:   args, ArgOIDs: oids, ArgFormats: formats,
 		Want: want, RowLimit: s.opts.ReadRowLimit,
 	})
@@ -161,6 +169,11 @@ func (s *state) killView(v *view) {
 		}
 	}
 	s.releaseResult(v, &v.resultSet)
+	if v.clk != nil {
+		s.releasePending(v, v.clk.pending)
+		v.clk.pending = nil
+		delete(s.clocked, v)
+	}
 	for _, vs := range v.srcs {
 		tb := vs.t
 		tb.route.remove(vs)

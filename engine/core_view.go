@@ -111,6 +111,8 @@ type view struct {
 	// agg is an aggregating view's groups (query.Plan.Agg); its rows
 	// are then the rows it aggregates, held like a COUNT(*) view's.
 	agg *aggView
+	// clk is a clocked view's time bookkeeping (core_clock.go).
+	clk *clockView
 
 	// per transaction
 	dirty     bool
@@ -744,6 +746,9 @@ func (s *state) emit(v *view, d delta, lsn change.LSN) {
 			continue
 		}
 		o := Output{Sub: sb.id, Kind: OutputDelta, LSN: lsn, XID: s.txnXID(lsn)}
+		if v.clk != nil {
+			o.Clock = s.clock
+		}
 		if v.plan.Count {
 			o.Count = d.count
 		} else {

@@ -55,7 +55,7 @@
 //
 // The Core is a deterministic state machine in the style of etcd's raft
 // RawNode: method calls in (Subscribe, Unsubscribe, Apply a transaction
-// fragment, Advance, ReadDone, CheckCatalog), a Ready out (reads to run
+// fragment, Advance, Clock, ReadDone, CheckCatalog), a Ready out (reads to run
 // against PostgreSQL and outputs for subscribers). Its methods are its only
 // inputs: a read's rows come back through ReadDone in a ReadResult, and a
 // failed read arrives already classified (ReadFailure: a code, a reason and
@@ -141,6 +141,19 @@
 // SELECT DISTINCT is such a view with no aggregate (a group shows while
 // it counts rows); SELECT DISTINCT ON's groups each keep their rows in a
 // balanced tree by the ORDER BY (query.FirstState) and show the first.
+//
+// # The clock
+//
+// A query comparing a column with now() or CURRENT_DATE
+// (query.Plan.Clock) moves with the database's clock, which comes in
+// through Core.Clock (the runtime passes each heartbeat's now(), read by
+// PostgreSQL in the heartbeat's transaction) and nowhere else. A clocked
+// view keeps, per condition, a min-heap of its rows by the column's value
+// (its result, and the rows a condition rows enter by has not let in yet,
+// held pending); Clock pops the rows the new thresholds passed and settles
+// them as a transaction would, in one delta at the heartbeat's position
+// carrying the clock (Output.Clock). A read lands once the clock is at or
+// past the read's own now() (Snapshot.Now). See core_clock.go.
 //
 // # Schema changes
 //

@@ -496,7 +496,13 @@ func (e *Engine) apply(ev change.Event) {
 			e.applied.advance(e.core.Position())
 		}
 	case *change.Heartbeat:
-		e.core.Advance(ev.LSN)
+		if !ev.Now.IsZero() {
+			// The database's clock at the heartbeat: queries using
+			// now() move with it (core_clock.go).
+			e.core.Clock(ev.LSN, dbClock(ev.Now))
+		} else {
+			e.core.Advance(ev.LSN)
+		}
 		e.applied.advance(e.core.Position())
 	}
 }
@@ -899,4 +905,10 @@ func (e *Engine) CheckCatalog(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// dbClock is a time read from PostgreSQL as the change format's
+// timestamptz: microseconds since 2000-01-01 UTC.
+func dbClock(t time.Time) change.Timestamp {
+	return change.Timestamp{Micros: t.UnixMicro() - 946_684_800_000_000}
 }

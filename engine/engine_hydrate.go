@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,7 +45,7 @@ import (
 // values are printed, which no statement before the read prints.
 const (
 	snapshotBegin = `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY`
-	snapshotSQL   = `SELECT pg_current_snapshot()::text, (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text;
+	snapshotSQL   = `SELECT pg_current_snapshot()::text, (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text, (extract(epoch FROM now()) * 1000000)::int8::text;
 SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, MDY'; SET LOCAL IntervalStyle = 'postgres';
 SET LOCAL extra_float_digits = 1; SET LOCAL bytea_output = 'hex'`
 )
@@ -303,7 +304,7 @@ func beginSnapshot(ctx context.Context, pc *pgconn.PgConn, req ReadRequest) (Sna
 		}
 		return Snapshot{}, fmt.Errorf("open read transaction: %w", err)
 	}
-	if len(res) <= at || len(res[at].Rows) != 1 || len(res[at].Rows[0]) != 2 {
+	if len(res) <= at || len(res[at].Rows) != 1 || len(res[at].Rows[0]) != 3 {
 		return Snapshot{}, fmt.Errorf("open read transaction: unexpected reply to the snapshot query (%d results)", len(res))
 	}
 	if len(oids) > 0 {
@@ -326,6 +327,13 @@ func beginSnapshot(ctx context.Context, pc *pgconn.PgConn, req ReadRequest) (Sna
 	if snap.LSN, err = change.ParseLSN(string(row[1])); err != nil {
 		return Snapshot{}, fmt.Errorf("open read transaction: %w", err)
 	}
+	// now() of the read's transaction: a clocked view lands the read
+	// once the clock is past it.
+	us, err := strconv.ParseInt(string(row[2]), 10, 64)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("open read transaction: now(): %w", err)
+	}
+	snap.Now = dbClock(time.UnixMicro(us))
 	return snap, nil
 }
 

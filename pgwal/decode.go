@@ -496,7 +496,9 @@ func (d *Decoder) applyMessage(b *txnBuilder, w *wire) error {
 	return nil
 }
 
-// parseHeartbeat reads a heartbeat's content: "<seq> <unix-micros>".
+// parseHeartbeat reads a heartbeat's content: "<seq> <unix-micros>",
+// then " <db-unix-micros>" (PostgreSQL's now()) from writers that send
+// it.
 func parseHeartbeat(lsn change.LSN, content []byte) (*change.Heartbeat, bool) {
 	s, us, ok := bytes.Cut(content, []byte{' '})
 	if !ok {
@@ -506,11 +508,20 @@ func parseHeartbeat(lsn change.LSN, content []byte) (*change.Heartbeat, bool) {
 	if err != nil {
 		return nil, false
 	}
+	us, dbus, hasNow := bytes.Cut(us, []byte{' '})
 	micros, err := strconv.ParseInt(string(us), 10, 64)
 	if err != nil {
 		return nil, false
 	}
-	return &change.Heartbeat{LSN: lsn, Seq: seq, Written: time.UnixMicro(micros).UTC(), Arrived: time.Now()}, true
+	hb := &change.Heartbeat{LSN: lsn, Seq: seq, Written: time.UnixMicro(micros).UTC(), Arrived: time.Now()}
+	if hasNow {
+		db, err := strconv.ParseInt(string(dbus), 10, 64)
+		if err != nil {
+			return nil, false
+		}
+		hb.Now = time.UnixMicro(db).UTC()
+	}
+	return hb, true
 }
 
 // txnBuilder cuts one transaction into fragments as its changes arrive.

@@ -152,9 +152,13 @@ func (h *heartbeater) run(ctx context.Context) {
 	}
 }
 
-// emitHeartbeat writes one heartbeat: content "<seq> <unix-micros>".
+// emitHeartbeat writes one heartbeat: content "<seq> <unix-micros>
+// <db-unix-micros>", the last PostgreSQL's now() in the heartbeat's own
+// transaction (the clock the engine evaluates now() in queries at:
+// change.Heartbeat.Now). extract(epoch ...) is numeric, exact to the
+// microsecond.
 func emitHeartbeat(ctx context.Context, conn *pgx.Conn, prefix string, seq uint64, now time.Time, transactional bool) error {
-	content := strconv.FormatUint(seq, 10) + " " + strconv.FormatInt(now.UnixMicro(), 10)
-	_, err := conn.Exec(ctx, "SELECT pg_logical_emit_message($1, $2, $3)", transactional, prefix, content)
+	content := strconv.FormatUint(seq, 10) + " " + strconv.FormatInt(now.UnixMicro(), 10) + " "
+	_, err := conn.Exec(ctx, "SELECT pg_logical_emit_message($1, $2, $3::text || (extract(epoch FROM now()) * 1000000)::int8::text)", transactional, prefix, content)
 	return err
 }

@@ -390,6 +390,9 @@ func (c *compiler) compile() (*Plan, error) {
 		if err != nil {
 			return nil, err
 		}
+		if rest, err = c.clockWhere(p, rest); err != nil {
+			return nil, err
+		}
 		if rest != nil {
 			e, err := c.pred(rest)
 			if err != nil {
@@ -422,6 +425,9 @@ func (c *compiler) compile() (*Plan, error) {
 			return nil, &Refusal{Code: CodeBind, Param: i + 1,
 				Message: fmt.Sprintf("$%d is not used by the query, so its type cannot be known", i+1)}
 		}
+	}
+	if err := c.clockServed(p); err != nil {
+		return nil, err
 	}
 	if err := c.finish(p); err != nil {
 		return nil, err
@@ -459,6 +465,7 @@ func (c *compiler) finish(p *Plan) error {
 		}
 	}
 	c.fixJoinKeys()
+	p.fixClock()
 	c.fixOutputs(p)
 	p.raises = p.filter != nil && p.filter.raises
 	if g := p.Agg; g != nil {
@@ -1227,16 +1234,20 @@ func (c *compiler) unsupported(n *pg.Node, where string) error {
 			return refusalAt(f.Location, CodeWindow, "window functions are not supported (%s(...) OVER ...)", name)
 		case aggregates[lname]:
 			return refusalAt(f.Location, CodeAggregate, "aggregate %s() is not supported %s (aggregates go in the select list, HAVING and ORDER BY)", name, where)
+		case lname == "now" || lname == "transaction_timestamp":
+			return refusalAt(f.Location, CodeClock, "%s() is served only in a WHERE condition of the form column > now() - interval '...' (also <, <=, >=, BETWEEN), ANDed with the rest; not %s", name, where)
 		case volatiles[lname]:
 			return refusalAt(f.Location, CodeVolatile, "%s() is volatile or depends on the time; its result cannot be kept fresh", name)
 		}
 		return refusalAt(f.Location, CodeFunction, "function %s() is not supported", name)
 	case *pg.Node_SqlvalueFunction:
 		switch x.SqlvalueFunction.Op {
-		case pg.SQLValueFunctionOp_SVFOP_CURRENT_DATE, pg.SQLValueFunctionOp_SVFOP_CURRENT_TIME, pg.SQLValueFunctionOp_SVFOP_CURRENT_TIME_N,
-			pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP, pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP_N,
+		case pg.SQLValueFunctionOp_SVFOP_CURRENT_DATE, pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP, pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP:
+			return refusalAt(x.SqlvalueFunction.Location, CodeClock, "%s is served only in a WHERE condition of the form column > %s - interval '...' (also <, <=, >=, BETWEEN), ANDed with the rest; not %s", c.snippet(n), c.snippet(n), where)
+		case pg.SQLValueFunctionOp_SVFOP_CURRENT_TIME, pg.SQLValueFunctionOp_SVFOP_CURRENT_TIME_N,
+			pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP_N,
 			pg.SQLValueFunctionOp_SVFOP_LOCALTIME, pg.SQLValueFunctionOp_SVFOP_LOCALTIME_N,
-			pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP, pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP_N:
+			pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP_N:
 			return refusalAt(x.SqlvalueFunction.Location, CodeVolatile, "%s depends on the time; its result cannot be kept fresh", c.snippet(n))
 		}
 		return refusalAt(x.SqlvalueFunction.Location, CodeFunction, "%s is not supported", c.snippet(n))

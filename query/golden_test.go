@@ -160,6 +160,13 @@ func describePlan(p *Plan) string {
 		fmt.Fprintf(&b, "order: %s desc=%v nullsfirst=%v\n", strings.ReplaceAll(s.Alias+"."+s.Columns[k.Column].Name, "\x00", "@"), k.Desc, k.NullsFirst)
 	}
 	fmt.Fprintf(&b, "limit: %d offset: %d count: %v\n", p.Limit, p.Offset, p.Count)
+	for _, cb := range p.Clock {
+		kind := "enters"
+		if cb.Leaves() {
+			kind = "leaves"
+		}
+		fmt.Fprintf(&b, "clock: %s (%s.%s, rows %s)\n", cb.String(), p.Sources[cb.Source].Alias, p.Sources[cb.Source].Columns[cb.Column].Name, kind)
+	}
 	if p.Raises() {
 		fmt.Fprintf(&b, "raises: true\n")
 	}
@@ -234,7 +241,13 @@ func runGolden(t *testing.T, cases, golden string, opts Options) {
 		if p != nil {
 			// Every rendering runs on PostgreSQL.
 			vals, oids, formats := p.Args()
-			for _, ro := range []RenderOptions{{}, {Columns: SelectNeeded}, {Columns: SelectNeeded, Window: true, Margin: 5}} {
+			ros := []RenderOptions{{}, {Columns: SelectNeeded}, {Columns: SelectNeeded, Window: true, Margin: 5}}
+			if p.Clocked() {
+				at := change.Timestamp{Micros: 849_657_600_000_000} // 2026-12-04 00:00 UTC
+				ros = append(ros, RenderOptions{At: &at}, RenderOptions{Columns: SelectNeeded, Window: true, Margin: 5, At: &at, Hold: true})
+				fmt.Fprintf(&out, "at: %s\nhold: %s\n", p.Render(ros[3]), p.Render(ros[4]))
+			}
+			for _, ro := range ros {
 				sql := p.Render(ro)
 				if res := conn.PgConn().ExecParams(context.Background(), sql, vals, oids, formats, nil).Read(); res.Err != nil {
 					t.Errorf("rendered %s: %v", sql, res.Err)

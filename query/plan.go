@@ -1,6 +1,10 @@
 package query
 
-import "context"
+import (
+	"context"
+
+	"github.com/freshetdb/freshet/change"
+)
 
 // Format is the format of a bind's bytes, as in the extended query
 // protocol's parameter format codes.
@@ -149,6 +153,12 @@ type Plan struct {
 	// Output, Order, Limit and Offset (copies of Agg.Post's) describe the
 	// group rows, not the sources' rows.
 	Agg *Grouping
+
+	// Clock are the conjuncts of WHERE that compare a column with the
+	// time (now(), CURRENT_DATE, ...): the result depends on the clock
+	// (query/clock.go). Eval and EvalRow evaluate the rest of WHERE;
+	// EvalAt evaluates both.
+	Clock []ClockBound
 
 	filter *expr // nil: no WHERE
 	raises bool  // some expression can raise (Raises)
@@ -347,4 +357,11 @@ type RenderOptions struct {
 	// a LIMIT it drops OFFSET and selects all rows.
 	Window bool
 	Margin int64
+	// At, for a plan with Clock bounds, replaces now() (and the other
+	// time functions) by this clock's value as a constant, so the read
+	// answers as of that clock and not of its own transaction's start.
+	At *change.Timestamp
+	// Hold reads the rows the clock may still bring in too: a bound rows
+	// enter by (column < now() + ...) is left out of WHERE.
+	Hold bool
 }

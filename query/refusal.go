@@ -36,7 +36,8 @@ const (
 	CodeNoPrimaryKey    Code = "no_primary_key"  // a table without a primary key
 	CodeDuplicateAlias  Code = "duplicate_alias" // the same name used for two FROM items
 	CodeFunction        Code = "function"        // a function call that is not supported
-	CodeVolatile        Code = "volatile"        // a volatile or time-dependent function (now(), random(), ...)
+	CodeVolatile        Code = "volatile"        // a volatile function (random(), clock_timestamp(), CURRENT_TIME, ...)
+	CodeClock           Code = "time_condition"  // now(), CURRENT_TIMESTAMP, CURRENT_DATE, ... outside a served range condition (query/clock.go)
 	CodeExpression      Code = "expression"      // an expression that is not supported (arithmetic, CASE, ...)
 	CodeOperator        Code = "operator"        // an operator that is not supported (~, @>, ||, ...)
 	CodeType            Code = "type"            // a type that cannot be compared or evaluated here

@@ -40,6 +40,9 @@ func (p *Plan) Render(o RenderOptions) string {
 		panic(fmt.Sprintf("query: parse normalized %q: %v", p.Normalized, err))
 	}
 	sel := tree.Stmts[0].Stmt.GetSelectStmt()
+	if (o.At != nil || o.Hold) && len(p.Clock) > 0 && sel.WhereClause != nil {
+		sel.WhereClause = renderClock(sel.WhereClause, o.At, o.Hold)
+	}
 	targets, sorts := sel.TargetList, sel.SortClause
 	// exprNode is where an expression output or key is in the statement.
 	exprNode := func(target, item int) *pg.Node {

@@ -1,0 +1,309 @@
+package engine
+
+import (
+	minheap "container/heap"
+	"slices"
+
+	"github.com/freshetdb/freshet/change"
+	"github.com/freshetdb/freshet/query"
+)
+
+// Views whose query compares a column with the time (query.ClockBound:
+// created_at > now() - interval '1 hour', due < CURRENT_DATE) change as
+// the clock moves, with no write. The clock is an input like any other:
+// Core.Clock(lsn, t) says the database's now() was t at position lsn (the
+// runtime passes each heartbeat's, read in the heartbeat's own
+// transaction). A view's result at position P is the query's answer at P
+// with now() replaced by the clock of the last Clock call at or before P.
+//
+// A clocked view holds the rows its filter keeps and its bounds rows
+// leave by still hold: the result, and beside it the rows a bound rows
+// enter by does not let in yet (pending). Per bound it keeps a min-heap of
+// (the column's value, key) over those rows: as every threshold only
+// rises, the rows whose bound changes are exactly the ones at the top of
+// the heap up to the new threshold. Clock pops them, touches them as a
+// transaction touches rows it changes (same values), and settles the
+// views as at a commit: one delta per view at the Clock's position,
+// windows refilled, groups re-aggregated, by the same code. An entry is
+// pushed when a row enters the result or pending with a bound still to
+// cross; entries of rows since changed or gone stay in the heap until
+// popped or the heap is rebuilt (past twice the rows held), and touching
+// a row again only re-evaluates it.
+
+// clockView is a clocked view's time bookkeeping.
+type clockView struct {
+	thr     []query.TimeKey // each bound's threshold at the core's clock
+	heaps   []timeHeap      // per bound
+	pending map[string]*heldRow
+}
+
+type timeItem struct {
+	k   query.TimeKey
+	key string
+}
+
+// timeHeap is a min-heap of rows by a bound's column value.
+type timeHeap []timeItem
+
+func (h timeHeap) Len() int           { return len(h) }
+func (h timeHeap) Less(i, j int) bool { return h[i].k.Cmp(h[j].k) < 0 }
+func (h timeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timeHeap) Push(x any)        { *h = append(*h, x.(timeItem)) }
+func (h *timeHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return it
+}
+
+// newClockView returns the bookkeeping of a clocked plan's view.
+func (s *state) newClockView(plan *query.Plan) *clockView {
+	return &clockView{heaps: make([]timeHeap, len(plan.Clock)), pending: make(map[string]*heldRow)}
+}
+
+// clockReady reports whether a clocked view's read r can land: the core
+// has a clock, at or past the read's own now() (so a row the read left
+// out by a bound rows leave by is out at the core's clock too), and the
+// view's thresholds there could be computed (else the view ends).
+func (s *state) clockReady(r *read) bool {
+	v := r.v
+	if v.clk == nil {
+		return true
+	}
+	if !s.clockSet || s.clock.Cmp(r.snap.Now) < 0 {
+		return false
+	}
+	if v.clk.thr == nil {
+		thr, err := v.plan.Thresholds(nil, s.clock)
+		if err != nil {
+			s.endView(v, query.CodeEvalError, err.Error(), false)
+			return false
+		}
+		v.clk.thr = thr
+	}
+	return true
+}
+
+// clockEval decides a row of a clocked view: keep (in the result) or
+// hold (pending: a bound rows enter by may let it in later).
+func (v *view) clockEval(q query.Row) (keep, hold bool) {
+	cv := v.clk
+	if cv.thr == nil {
+		return false, false
+	}
+	t, err := v.plan.EvalRow(q)
+	if err != nil {
+		if v.evalErr == nil {
+			v.evalErr = err
+		}
+		return false, false
+	}
+	if t != query.True || !v.plan.HoldsAt(q, cv.thr) {
+		return false, false
+	}
+	at, _ := v.plan.EvalAt(q, cv.thr)
+	return at == query.True, true
+}
+
+// pushTimes records a row that entered the result or pending in the
+// heaps of the bounds it has still to cross.
+func (v *view) pushTimes(key string, q query.Row) {
+	cv := v.clk
+	for i := range v.plan.Clock {
+		b := &v.plan.Clock[i]
+		k, ok := query.TimeKeyOf(cell0(q, b.Source, b.Column))
+		if !ok || (!b.Leaves() && b.HoldsKey(k, cv.thr[i])) {
+			continue // NULL, or already let in for good
+		}
+		minheap.Push(&cv.heaps[i], timeItem{k: k, key: key})
+	}
+}
+
+func cell0(q query.Row, src, col int) any {
+	if src >= len(q) || q[src] == nil || col >= len(q[src]) {
+		return nil
+	}
+	return q[src][col]
+}
+
+// holds reports whether the view holds key (in its result or pending).
+func (v *view) holdsKey(key string) bool {
+	if _, ok := v.result[key]; ok {
+		return true
+	}
+	_, ok := v.clk.pending[key]
+	return ok
+}
+
+// rebuildTimes refills the heaps from the rows the view holds.
+func (v *view) rebuildTimes() {
+	cv := v.clk
+	for i := range cv.heaps {
+		cv.heaps[i] = cv.heaps[i][:0]
+	}
+	if cv.thr == nil {
+		return
+	}
+	for k, e := range v.result {
+		v.pushTimes(k, query.Row{e.row.pick(v.srcs[0].col)})
+	}
+	for k, h := range cv.pending {
+		v.pushTimes(k, query.Row{h.pick(v.srcs[0].col)})
+	}
+	for i := range cv.heaps {
+		minheap.Init(&cv.heaps[i])
+	}
+}
+
+// releasePending drops the view's holds on its pending rows.
+func (s *state) releasePending(v *view, pending map[string]*heldRow) {
+	vs := v.srcs[0]
+	for k, h := range pending {
+		s.release(vs.t, k, h, vs)
+	}
+}
+
+// clockTo is Core.Clock.
+func (s *state) clockTo(lsn change.LSN, t change.Timestamp) {
+	if s.inTxn {
+		return
+	}
+	if lsn > s.pos {
+		s.pos = lsn
+	}
+	if s.clockSet && t.Cmp(s.clock) <= 0 {
+		s.land()
+		return
+	}
+	s.clock, s.clockSet = t, true
+	if lsn > s.clockLSN {
+		s.clockLSN = lsn
+	}
+	vs := make([]*view, 0, len(s.clocked))
+	for v := range s.clocked {
+		vs = append(vs, v)
+	}
+	slices.SortFunc(vs, func(a, b *view) int { return cmpU64(a.id, b.id) })
+	for _, v := range vs {
+		s.clockView(v, lsn)
+	}
+	s.settleClock(s.clockLSN)
+	s.land()
+}
+
+// clockView moves a view's thresholds to the core's clock and touches the
+// rows whose bounds they passed.
+func (s *state) clockView(v *view, lsn change.LSN) {
+	cv := v.clk
+	first := cv.thr == nil
+	thr, err := v.plan.Thresholds(nil, s.clock)
+	if err != nil {
+		// PostgreSQL would raise computing the threshold (now() -
+		// interval '300000 years'): every read of the query fails.
+		s.endView(v, query.CodeEvalError, err.Error(), false)
+		return
+	}
+	cv.thr = thr
+	if v.status != viewLive || first {
+		return // its read lands at the new clock
+	}
+	vs := v.srcs[0]
+	tb := vs.t
+	var keys []string
+	for i := range v.plan.Clock {
+		b := &v.plan.Clock[i]
+		h := &cv.heaps[i]
+		for h.Len() > 0 {
+			top := (*h)[0]
+			if b.HoldsKey(top.k, thr[i]) == b.Leaves() {
+				break // still on the side it was
+			}
+			minheap.Pop(h)
+			keys = append(keys, top.key)
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	for _, k := range keys {
+		if !v.holdsKey(k) {
+			continue // changed or gone since it was pushed
+		}
+		if s.overlay[rowRef{tb.oid, k}] == nil {
+			s.setOverlay(tb, k, tb.rows[k].values())
+		}
+		v.touchKey(k)
+		if !v.dirty {
+			v.dirty = true
+			s.dirty = append(s.dirty, v)
+		}
+	}
+}
+
+// settleClock settles the views the clock touched, as finish settles a
+// transaction's (no row changed its values).
+func (s *state) settleClock(lsn change.LSN) {
+	for _, changed := range s.overlayRows {
+		changed.h = changed.tb.rows[changed.key]
+	}
+	slices.SortFunc(s.dirty, func(a, b *view) int { return cmpU64(a.id, b.id) })
+	for _, v := range s.dirty {
+		v.dirty = false
+		s.settle(v, lsn) // only live views were touched (clockView)
+	}
+	s.dirty = s.dirty[:0]
+	for _, changed := range s.overlayRows {
+		if h := changed.h; h != nil && len(h.holders) == 0 && changed.tb.rows[changed.key] == h {
+			delete(changed.tb.rows, changed.key)
+		}
+	}
+	s.recycleOverlay()
+	s.refreshViews(lsn)
+}
+
+// trimTimes rebuilds a view's heaps when stale entries outnumber the rows.
+func (v *view) trimTimes() {
+	cv := v.clk
+	held := len(v.result) + len(cv.pending)
+	for i := range cv.heaps {
+		if len(cv.heaps[i]) > 2*held+1024 {
+			v.rebuildTimes()
+			return
+		}
+	}
+}
+
+// internPending makes a landed read's pending rows the view's, shared
+// held rows with a hold each, releases the pending rows it held before,
+// and rebuilds the heaps over the new result and pending rows.
+func (s *state) internPending(v *view, pend map[string]rowVals) {
+	vs := v.srcs[0]
+	tb := vs.t
+	old := v.clk.pending
+	v.clk.pending = make(map[string]*heldRow, len(pend))
+	for k, rv := range pend {
+		h := tb.rows[k]
+		if h == nil {
+			h = &heldRow{rowVals: rv}
+			tb.rows[k] = h
+		} else {
+			tb.mergeHeld(h, rv)
+		}
+		h.addHolder(vs)
+		v.clk.pending[k] = h
+	}
+	s.releasePending(v, old)
+	v.rebuildTimes()
+}
+
+// acceptedAt is v's Accepted for sb at the core's position, with the
+// clock the result is exact at for a clocked view.
+func (s *state) acceptedAt(v *view, sb *sub) Output {
+	o := v.accepted(sb, s.pos)
+	if v.clk != nil {
+		o.Clock = s.clock
+	}
+	return o
+}
