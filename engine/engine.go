@@ -60,6 +60,19 @@ type Flusher interface {
 	Flush()
 }
 
+// ReceiptFlusher is a Flusher that wants to know when the stream event
+// whose outputs a batch holds reached the engine: the engine calls
+// FlushReceived instead of Flush, with the time Source.Next returned the
+// event (its last fragment, for a transaction in several), or the zero
+// time for a batch no stream event caused (a landed read, a command). The
+// s2s server measures from it how long the server itself takes from a
+// commit reaching it to the commit's frames being on a socket
+// (freshet_s2s_commit_to_write_seconds).
+type ReceiptFlusher interface {
+	Flusher
+	FlushReceived(at time.Time)
+}
+
 // Default settings of Config.
 const (
 	DefaultReadTimeout          = 30 * time.Second
@@ -139,7 +152,7 @@ type Engine struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	events  chan change.Event
+	events  chan received
 	cmds    chan command
 	results chan readResult
 	queue   *readQueue
@@ -159,6 +172,7 @@ type Engine struct {
 	// Owned by the core goroutine.
 	sinks    map[SubID]Sink
 	flushing []Flusher  // sinks of the batch being handed out
+	received time.Time  // when the event being applied came from the Source (zero: no event)
 	acked    change.LSN // the last position acknowledged to the source
 	// recompiling counts the recompile goroutines running.
 	recompiling int
@@ -234,7 +248,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg.CatalogCheckInterval = DefaultCatalogCheckInterval
 	}
 	e := &Engine{checkNow: make(chan struct{}, 1), cfg: cfg, log: cfg.Logger, pool: cfg.ReadPool, applied: newAppliedLog(),
-		events: make(chan change.Event, 64), cmds: make(chan command), results: make(chan readResult),
+		events: make(chan received, 64), cmds: make(chan command), results: make(chan readResult),
 		queue: newReadQueue(), done: make(chan struct{}), sinks: make(map[SubID]Sink), fresh: make(map[SubID]*freshSub),
 		quarantined: make(map[string]bool)}
 	if e.pool == nil {
@@ -422,6 +436,12 @@ func (e *Engine) fail(err error) {
 	e.cancel()
 }
 
+// received is a stream event and when Source.Next returned it.
+type received struct {
+	ev change.Event
+	at time.Time
+}
+
 // pump reads the stream into the core goroutine's queue. The queue is
 // bounded: a busy core slows the stream down rather than buffering it.
 func (e *Engine) pump() {
@@ -435,7 +455,7 @@ func (e *Engine) pump() {
 			return
 		}
 		select {
-		case e.events <- ev:
+		case e.events <- received{ev: ev, at: time.Now()}:
 		case <-e.ctx.Done():
 			return
 		}
@@ -450,7 +470,9 @@ func (e *Engine) run() {
 	for {
 		select {
 		case ev := <-e.events:
-			e.step("apply", "", func() { e.apply(ev) })
+			e.received = ev.at
+			e.step("apply", "", func() { e.apply(ev.ev) })
+			e.received = time.Time{}
 		case c := <-e.cmds:
 			e.step("command", c.blame, func() {
 				defer close(c.done)
@@ -547,7 +569,11 @@ func (e *Engine) flush() {
 		}
 	}
 	for i, f := range e.flushing {
-		f.Flush()
+		if rf, ok := f.(ReceiptFlusher); ok {
+			rf.FlushReceived(e.received)
+		} else {
+			f.Flush()
+		}
 		e.flushing[i] = nil
 	}
 	e.flushing = e.flushing[:0]

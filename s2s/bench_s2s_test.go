@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -215,6 +217,41 @@ func TestBenchS2S(t *testing.T) {
 		}
 		return "?"
 	}
+	// written reads the server's freshet_s2s_commit_to_write_seconds
+	// buckets (upper bounds and cumulative counts) from /metrics; quantile
+	// reads a quantile off the difference of two readings, as the upper
+	// bound of the bucket it falls in (buckets 1.25x apart).
+	written := func() (les, cum []float64) {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return nil, nil
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(body), "\n") {
+			rest, ok := strings.CutPrefix(line, `freshet_s2s_commit_to_write_seconds_bucket{le="`)
+			if !ok {
+				continue
+			}
+			le, n, _ := strings.Cut(rest, `"} `)
+			l, _ := strconv.ParseFloat(le, 64)
+			c, _ := strconv.ParseFloat(n, 64)
+			les, cum = append(les, l), append(cum, c)
+		}
+		return les, cum
+	}
+	quantile := func(les, before, after []float64, p float64) float64 {
+		if len(les) == 0 || len(before) != len(after) {
+			return 0
+		}
+		total := after[len(after)-1] - before[len(before)-1]
+		for i := range les {
+			if after[i]-before[i] >= p*total {
+				return les[i] * 1000
+			}
+		}
+		return les[len(les)-1] * 1000
+	}
 	pct := func(all []int64, p float64) float64 {
 		if len(all) == 0 {
 			return 0
@@ -247,6 +284,7 @@ func TestBenchS2S(t *testing.T) {
 		accepted.Wait()
 		// Latency: a steady rate (100 transactions a second) for 5 s.
 		s0, k0, c0 := cpu()
+		les, w0 := written()
 		tick := time.NewTicker(time.Second / time.Duration(rate))
 		end := time.Now().Add(5 * time.Second)
 		txns := 0
@@ -266,8 +304,9 @@ func TestBenchS2S(t *testing.T) {
 		}
 		slices.Sort(all)
 		s1, k1, c1 := cpu()
-		t.Logf("latency sockets=%d keys=%d rate=%d/s txns=%d frames=%d p50=%.2fms p99=%.2fms max=%.2fms (CPU s: server %.2f of which kernel %.2f, client %.2f; load %s)",
-			n, keys, rate, txns, len(all), pct(all, 0.5), pct(all, 0.99), pct(all, 1), s1-s0, k1-k0, c1-c0, load())
+		_, w1 := written()
+		t.Logf("latency sockets=%d keys=%d rate=%d/s txns=%d frames=%d p50=%.2fms p99=%.2fms max=%.2fms server commit-to-write p50<=%.2fms p99<=%.2fms (CPU s: server %.2f of which kernel %.2f, client %.2f; load %s)",
+			n, keys, rate, txns, len(all), pct(all, 0.5), pct(all, 0.99), pct(all, 1), quantile(les, w0, w1, 0.5), quantile(les, w0, w1, 0.99), s1-s0, k1-k0, c1-c0, load())
 		if n == 1000 && fanout {
 			// Fan-out: the writer commits as fast as one connection can
 			// for 5 s; count the rows delivered to all sockets.

@@ -35,6 +35,10 @@ type conn struct {
 	// Guarded by q.mu: the client's subscriptions by its ids.
 	subs map[string]*sub
 	gone bool // torn down: no new subscriptions
+	// late (guarded by q.mu) holds the received stamps of frames a writer
+	// left pending in nc for the write loop, which observes them when
+	// its write has put them on the socket.
+	late []time.Time
 }
 
 // sub is one subscription; it is the engine.Sink of its outputs.
@@ -443,14 +447,19 @@ func (sb *sub) send(o engine.Output) {
 // Flush implements engine.Flusher: the engine has handed out a
 // transaction's outputs, so its touched frame is complete and its frames
 // can go to the socket.
-func (sb *sub) Flush() {
+func (sb *sub) Flush() { sb.FlushReceived(time.Time{}) }
+
+// FlushReceived implements engine.ReceiptFlusher: Flush, with the time the
+// batch's transaction reached the engine, which the write that carries
+// its frames measures from.
+func (sb *sub) FlushReceived(at time.Time) {
 	q := sb.c.q
 	q.mu.Lock()
-	q.endTxnLocked()
+	q.endTxnLocked(at)
 	q.mu.Unlock()
 }
 
-var _ engine.Flusher = (*sub)(nil)
+var _ engine.ReceiptFlusher = (*sub)(nil)
 
 // wireCodes are the wire codes of the engine's own refusal and ending
 // codes that differ from them; a query.Code is sent as it is.
@@ -468,6 +477,19 @@ func wireCode(c query.Code) string {
 		return w
 	}
 	return string(c)
+}
+
+// observeWrites observes commit-to-write for each stamp: the socket has
+// just taken the frames of transactions that reached the engine then.
+func (s *Server) observeWrites(stamps []time.Time) {
+	m := s.cfg.Metrics
+	if m == nil || len(stamps) == 0 {
+		return
+	}
+	now := time.Now()
+	for _, at := range stamps {
+		m.CommitToWrite.Observe(now.Sub(at).Seconds())
+	}
 }
 
 func (s *Server) countRefusal(code string) {
@@ -821,11 +843,17 @@ func (c *conn) writeLoop() {
 		if !owned {
 			continue // a stale signal: the writers have the queue
 		}
+		c.q.mu.Lock()
+		w.stamps = append(w.stamps, c.late...)
+		c.late = c.late[:0]
+		c.q.mu.Unlock()
 		w.items, _ = c.q.take(w.items)
 		if w.write(c.nc) != nil {
 			c.cancelLoops()
 			return
 		}
+		c.s.observeWrites(w.stamps)
+		w.stamps = w.stamps[:0]
 		c.q.mu.Lock()
 		// The socket took everything offered: what counts against the
 		// limit now is what was queued while it did.
@@ -903,6 +931,20 @@ func (c *conn) tryDrain(w *drain) (done bool, pending int, err error) {
 	defer c.nc.release()
 	w.items, _ = c.q.take(w.items)
 	done, err = w.try(c.nc)
+	switch {
+	case err != nil:
+		w.stamps = w.stamps[:0]
+	case done:
+		c.s.observeWrites(w.stamps)
+		w.stamps = w.stamps[:0]
+	default:
+		// The rest goes out from the write loop, which observes these
+		// once the socket has taken it.
+		c.q.mu.Lock()
+		c.late = append(c.late, w.stamps...)
+		c.q.mu.Unlock()
+		w.stamps = w.stamps[:0]
+	}
 	return done, c.nc.pendingLocked(), err
 }
 
@@ -914,6 +956,18 @@ type drain struct {
 	ops     []byte // each message's opcode, when a pong is among them
 	touches []byte // touched frames encoded for this drain
 	ends    []int  // where each ends in touches
+	// stamps are the received times of the drained items that carry one
+	// (a transaction's last frame), observed once the socket took them.
+	stamps []time.Time
+}
+
+// collectStamps appends the drained items' received stamps to d.stamps.
+func (d *drain) collectStamps() {
+	for i := range d.items {
+		if at := d.items[i].received; !at.IsZero() {
+			d.stamps = append(d.stamps, at)
+		}
+	}
 }
 
 // frames turns the drained items into messages: the touched frames are
@@ -963,6 +1017,7 @@ func (d *drain) forget() {
 // write writes the drained items, each frame its own WebSocket message,
 // waiting on the socket as long as the write timeout allows.
 func (d *drain) write(nc *sockConn) error {
+	d.collectStamps()
 	err := nc.writeFrames(d.frames())
 	d.forget()
 	return err
@@ -972,6 +1027,7 @@ func (d *drain) write(nc *sockConn) error {
 // caller holds (tryAcquire): what it does not take now stays in nc for a
 // write that may wait.
 func (d *drain) try(nc *sockConn) (bool, error) {
+	d.collectStamps()
 	done, err := nc.tryFramesLocked(d.frames())
 	d.forget()
 	return done, err

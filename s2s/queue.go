@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/freshetdb/freshet/change"
 	"github.com/freshetdb/freshet/wire"
@@ -15,6 +16,10 @@ type item struct {
 	frame []byte
 	touch *touchBatch
 	pong  bool // frame is a pong's payload (a control frame), not a text message
+	// received is, for the last item of a transaction's frames, when the
+	// transaction reached the engine (engine.ReceiptFlusher): the write
+	// that puts it on the socket observes commit-to-write from it.
+	received time.Time
 }
 
 type touchBatch struct {
@@ -136,7 +141,7 @@ func (q *queue) touchLocked(lsn change.LSN, id string) bool {
 	if q.touch != nil && q.touch.lsn != lsn {
 		// The engine ends every transaction's batch before the next
 		// starts; a batch left open would otherwise be lost.
-		q.endTxnLocked()
+		q.endTxnLocked(time.Time{})
 	}
 	n := len(id) + 3
 	if q.touch == nil {
@@ -157,13 +162,18 @@ func (q *queue) touchLocked(lsn change.LSN, id string) bool {
 
 // endTxnLocked queues the transaction's touched frame, if it has one, and
 // wakes the write loop for the transaction's frames: they go to the
-// socket together.
-func (q *queue) endTxnLocked() {
+// socket together. A non-zero received (when the transaction reached the
+// engine) stamps the last of them, unless it carries an older stamp (no
+// frame was queued since an earlier transaction's: this one has none).
+func (q *queue) endTxnLocked(received time.Time) {
 	if q.touch != nil {
 		q.items = append(q.items, item{touch: q.touch})
 		q.touch = nil
 	}
 	if len(q.items) > 0 {
+		if last := &q.items[len(q.items)-1]; last.received.IsZero() {
+			last.received = received
+		}
 		q.wakeLocked()
 	}
 }

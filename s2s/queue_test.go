@@ -3,6 +3,7 @@ package s2s
 import (
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // A transaction's frames wake the write loop once, when the engine ends
@@ -28,7 +29,7 @@ func TestQueueTransaction(t *testing.T) {
 		t.Fatalf("write loop woken before the transaction ended")
 	}
 	q.mu.Lock()
-	q.endTxnLocked()
+	q.endTxnLocked(time.Time{})
 	q.mu.Unlock()
 	if !woken() {
 		t.Fatalf("write loop not woken when the transaction ended")
@@ -56,7 +57,7 @@ func TestQueueTransaction(t *testing.T) {
 	}
 	// Nothing queued: ending a transaction wakes no one.
 	q.mu.Lock()
-	q.endTxnLocked()
+	q.endTxnLocked(time.Time{})
 	q.mu.Unlock()
 	if woken() {
 		t.Errorf("write loop woken for an empty transaction")
@@ -79,5 +80,35 @@ func TestQueueUntouch(t *testing.T) {
 	q.untouchLocked("stays")
 	if q.touch != nil || q.bytes != 0 || total.Load() != 0 {
 		t.Fatalf("after every id left: batch %v, %d bytes, server total %d; want none, 0, 0", q.touch, q.bytes, total.Load())
+	}
+}
+
+// The engine ends a transaction once per subscription of the connection
+// it touched: the transaction's last queued frame carries when it
+// reached the engine, once, so the connection's write observes it once;
+// a batch no stream event caused (a landed read) carries no time, and a
+// stamp is never replaced by a later transaction's.
+func TestQueueStampsTransactionEnd(t *testing.T) {
+	var total atomic.Int64
+	q := newQueue(0, &total)
+	t1, t2 := time.Unix(100, 0), time.Unix(200, 0)
+	q.mu.Lock()
+	q.pushLocked([]byte(`{"type":"accepted","id":"a"}`))
+	q.endTxnLocked(time.Time{}) // a landed read
+	q.pushLocked([]byte(`{"type":"delta","id":"a"}`))
+	q.touchLocked(7, "t")
+	q.endTxnLocked(t1) // one call per subscription of the batch
+	q.endTxnLocked(t1)
+	q.endTxnLocked(t2) // nothing queued since: t2 sent nothing here
+	q.mu.Unlock()
+	items, _ := q.take(nil)
+	var d drain
+	d.items = items
+	d.collectStamps()
+	if len(items) != 3 || !items[0].received.IsZero() || !items[1].received.IsZero() || items[2].touch == nil {
+		t.Fatalf("items %+v: want accepted and delta unstamped, the touched frame last", items)
+	}
+	if len(d.stamps) != 1 || !d.stamps[0].Equal(t1) {
+		t.Fatalf("stamps %v, want [%v]: the transaction's last frame, once", d.stamps, t1)
 	}
 }
