@@ -397,11 +397,10 @@ func (v *view) accepted(s *sub, pos change.LSN) Output {
 		o.Rows = v.countRows()
 		return o
 	}
-	for _, e := range v.entries() {
+	es := v.entries()
+	o.Rows = make([]ResultRow, 0, len(es)) // a million-row result is not grown by copying
+	for _, e := range es {
 		o.Rows = append(o.Rows, v.resultRow(e))
-	}
-	if o.Rows == nil {
-		o.Rows = []ResultRow{}
 	}
 	return o
 }

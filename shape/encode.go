@@ -9,18 +9,6 @@ import (
 	"github.com/freshetdb/freshet/internal/jsonstr"
 )
 
-// val is one column's value in PostgreSQL's text form (with the shape
-// API's display settings); null when !ok.
-type val struct {
-	s  string
-	ok bool
-}
-
-// row is a row's values in the shape's column order. A row is never
-// changed once built (an update makes a new one), so snapshots can share
-// rows with the live map.
-type row []val
-
 // column is one column a shape selects.
 type column struct {
 	name    string
@@ -53,21 +41,21 @@ func (r renderer) base(t change.Type) change.Type {
 	return t
 }
 
-// text renders one non-NULL value of type t.
-func (r renderer) text(t change.Type, v any) (string, error) {
+// appendText appends the text of one non-NULL value of type t.
+func (r renderer) appendText(dst []byte, t change.Type, v any) ([]byte, error) {
 	switch x := v.(type) {
 	case change.Interval:
-		return string(appendISOInterval(nil, x)), nil
+		return appendISOInterval(dst, x), nil
 	case change.Array:
 		if hasInterval(x) {
-			return string(appendIntervalArray(nil, x)), nil
+			return appendIntervalArray(dst, x), nil
 		}
 	}
-	b, err := change.AppendText(nil, t, v, r.types)
+	b, err := change.AppendText(dst, t, v, r.types)
 	if err != nil {
-		return "", fmt.Errorf("render a %s value: %w", t.Name, err)
+		return dst, fmt.Errorf("render a %s value: %w", t.Name, err)
 	}
-	return string(b), nil
+	return b, nil
 }
 
 func hasInterval(a change.Array) bool {

@@ -274,3 +274,33 @@ func eventually(t *testing.T, wait time.Duration, cond func() string) {
 }
 
 func sprintf(format string, a ...any) string { return fmt.Sprintf(format, a...) }
+
+// syncShape follows the shape at base+"/v1/shape?"+query from -1 until a
+// response is up to date, with a plain HTTP client (a non-200, such as
+// the 503 of a first snapshot not written yet, is asked again), and
+// returns its handle and offset; ok is false after 100 requests or an
+// error.
+func syncShape(client *http.Client, base, query string) (handle, offset string, ok bool) {
+	off, h := "-1", ""
+	for j := 0; j < 100; j++ {
+		u := base + "/v1/shape?" + query + "&offset=" + off
+		if h != "" {
+			u += "&handle=" + h
+		}
+		res, err := client.Get(u)
+		if err != nil {
+			return "", "", false
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		h, off = res.Header.Get("electric-handle"), res.Header.Get("electric-offset")
+		if _, ok := res.Header["Electric-Up-To-Date"]; ok {
+			return h, off, true
+		}
+	}
+	return "", "", false
+}

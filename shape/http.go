@@ -11,6 +11,7 @@ import (
 	"io"
 	"math/big"
 	"net/http"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -221,12 +222,23 @@ func upToDateMsg(lsn uint64) []byte {
 // waitFirst waits until s can answer: it has its first generation (or,
 // with needReady, is live), or is gone; for at most d.
 func (s *Shape) waitFirst(ctx context.Context, d time.Duration, needReady bool) bool {
+	s.mu.Lock()
+	done := s.st == gone || (len(s.gens) > 0 && (!needReady || s.st == ready))
+	s.mu.Unlock()
+	if done {
+		// No timer and no wake-up channel: a channel made here would
+		// stay with the shape until its next change.
+		return true
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
 		s.mu.Lock()
 		done := s.st == gone || (len(s.gens) > 0 && (!needReady || s.st == ready))
-		ch := s.waitLocked()
+		var ch <-chan struct{}
+		if !done {
+			ch = s.waitLocked()
+		}
 		s.mu.Unlock()
 		if done {
 			return true
@@ -288,7 +300,7 @@ func (srv *Server) serveShape(w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		s = srv.lookup(req.handle)
-		if s == nil || s.def.id() != req.def.id() {
+		if s == nil || !s.def.equal(req.def) {
 			m, fe, err := srv.getOrCreate(ctx, req.def)
 			if m == nil {
 				srv.createErr(w, fe, err)
@@ -303,20 +315,20 @@ func (srv *Server) serveShape(w http.ResponseWriter, r *http.Request) {
 		handle = s.Handle()
 	}
 	s.mu.Lock()
-	s.used = time.Now()
+	s.used = time.Now().UnixNano()
 	s.mu.Unlock()
 	if !s.waitFirst(ctx, srv.cfg.LongPoll, req.now || req.subset != nil) {
 		srv.unavailable(w, 1, `{"code":"snapshot_pending","message":"The shape's first snapshot is not ready yet, please retry"}`)
 		return
 	}
 	s.mu.Lock()
-	st, why, failCode := s.st, s.why, s.failCode
+	st, end := s.st, s.end
 	s.mu.Unlock()
 	if st == gone {
-		if failCode != 0 {
+		if end.code != 0 {
 			fe := &fieldErrors{}
-			fe.add("shape", why)
-			writeError(w, failCode, fe.body())
+			fe.add("shape", end.why)
+			writeError(w, end.code, fe.body())
 			return
 		}
 		srv.refetchFor(w, ctx, req.def)
@@ -443,24 +455,33 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 				return
 			}
 		}
-		var chunk []byte
+		var chunk *os.File
 		if loc != nil {
-			b, err := readChunk(loc.file, loc.r)
+			f, err := os.Open(loc.file)
 			if err != nil {
 				// The generation was collected meanwhile.
 				srv.mustRefetch(w, s.Handle())
 				return
 			}
-			chunk = b
+			// Open, the file stays readable even if the generation is
+			// collected while it is being sent.
+			defer f.Close()
+			chunk = f
 		}
-		srv.writeLog(w, r, s, req, handle, res, chunk, seen)
+		srv.writeLog(w, r, s, req, handle, res, chunk, loc, seen)
 		return
 	}
 }
 
-func (srv *Server) writeLog(w http.ResponseWriter, r *http.Request, s *Shape, req *request, handle string, res chunkResult, chunk []byte, seen uint64) {
+// writeLog writes a response: the messages of res, or the snapshot chunk
+// at loc in the open file chunk.
+func (srv *Server) writeLog(w http.ResponseWriter, r *http.Request, s *Shape, req *request, handle string, res chunkResult, chunk *os.File, loc *chunkLoc, seen uint64) {
 	h := w.Header()
-	empty := len(res.msgs) == 0 && len(chunk) == 0 && !res.snapshot
+	var chunkLen int64
+	if loc != nil {
+		chunkLen = loc.r[1]
+	}
+	empty := len(res.msgs) == 0 && chunkLen == 0 && !res.snapshot
 	reqOff := req.offset.String()
 	etag := `"` + handle + ":" + reqOff + ":" + res.end.String()
 	if req.live && empty {
@@ -501,29 +522,42 @@ func (srv *Server) writeLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 		}
 	}
 	h.Set("content-type", jsonType)
-	// The body is written in pieces (a snapshot chunk may be megabytes:
-	// it is not copied again).
 	var tail []byte
 	if upToDate {
-		if len(chunk) > 0 || len(res.msgs) > 0 {
+		if chunkLen > 0 || len(res.msgs) > 0 {
 			tail = append(tail, ',')
 		}
 		tail = append(tail, upToDateMsg(seen)...)
 	}
 	tail = append(tail, ']')
-	n := 1 + len(chunk) + len(tail)
+	n := 1 + chunkLen + int64(len(tail))
 	for i, m := range res.msgs {
-		n += len(m)
-		if i > 0 || len(chunk) > 0 {
+		n += int64(len(m))
+		if i > 0 || chunkLen > 0 {
 			n++
 		}
 	}
-	h.Set("content-length", strconv.Itoa(n))
+	h.Set("content-length", strconv.FormatInt(n, 10))
+	if chunkLen > 0 {
+		// A snapshot chunk (up to the chunk threshold, 10 MiB by
+		// default) goes from the file to the socket without being
+		// read into memory: with a content-length, net/http hands a
+		// limited *os.File to the connection's ReadFrom, which is
+		// sendfile(2) on Linux.
+		w.Write([]byte{'['})
+		if _, err := chunk.Seek(loc.r[0], io.SeekStart); err != nil {
+			return
+		}
+		if _, err := io.Copy(w, io.LimitReader(chunk, chunkLen)); err != nil {
+			return
+		}
+		w.Write(tail)
+		return
+	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	bw.WriteByte('[')
-	bw.Write(chunk)
 	for i, m := range res.msgs {
-		if i > 0 || len(chunk) > 0 {
+		if i > 0 {
 			bw.WriteByte(',')
 		}
 		bw.Write(m)
@@ -548,7 +582,7 @@ func (srv *Server) deleteShape(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		srv.mu.Lock()
-		s = srv.byDef[req.def.id()]
+		s = srv.byDef.get(req.def, req.def.id())
 		srv.mu.Unlock()
 		if s != nil && handle != "" && srv.lookup(handle) != s {
 			fe := &fieldErrors{}

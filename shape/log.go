@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // A shape's files, under <data dir>/<first handle>/:
@@ -166,33 +165,6 @@ func readJSON(path string, v any) error {
 	return json.Unmarshal(b, v)
 }
 
-// writeSnapshot writes a generation's chunks to path and syncs it,
-// returning each chunk's byte range.
-func writeSnapshot(path string, chunks [][]byte) ([][2]int64, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	bw := bufio.NewWriterSize(f, 1<<16)
-	var ranges [][2]int64
-	var pos int64
-	for _, c := range chunks {
-		if _, err := bw.Write(c); err != nil {
-			return nil, err
-		}
-		ranges = append(ranges, [2]int64{pos, int64(len(c))})
-		pos += int64(len(c))
-	}
-	if err := bw.Flush(); err != nil {
-		return nil, err
-	}
-	if err := f.Sync(); err != nil {
-		return nil, err
-	}
-	return ranges, f.Close()
-}
-
 // readChunk reads one snapshot chunk.
 func readChunk(path string, r [2]int64) ([]byte, error) {
 	f, err := os.Open(path)
@@ -214,18 +186,4 @@ func snapName(base uint64) string { return "snap-" + strconv.FormatUint(base, 10
 func nextLogName(name string) string {
 	n, _ := strconv.Atoi(strings.TrimPrefix(name, "log-"))
 	return "log-" + strconv.Itoa(n+1)
-}
-
-func unixMS(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
-
-func fromUnixMS(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms)
 }

@@ -3,6 +3,7 @@ package shape
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"sort"
 	"strconv"
@@ -17,8 +18,46 @@ type definition struct {
 	Where   string   `json:"where,omitempty"`
 	Params  []string `json:"params,omitempty"`  // $1, $2, ... in order
 	Columns []string `json:"columns,omitempty"` // nil: every column
-	Replica string   `json:"replica"`           // default or full
-	Log     string   `json:"log"`               // full or changes_only
+	Replica word     `json:"replica"`           // default or full
+	Log     word     `json:"log"`               // full or changes_only
+}
+
+// word is one of the fixed words of a definition (its replica and log
+// modes), a byte in memory and the word itself in JSON, so that a shape
+// does not hold two strings for them.
+type word uint8
+
+const (
+	wordDefault word = iota
+	wordFull
+	wordChangesOnly
+)
+
+var words = [...]string{wordDefault: "default", wordFull: "full", wordChangesOnly: "changes_only"}
+
+func (w word) String() string {
+	if int(w) < len(words) {
+		return words[w]
+	}
+	return "word(" + strconv.Itoa(int(w)) + ")"
+}
+
+// MarshalJSON writes the word.
+func (w word) MarshalJSON() ([]byte, error) { return json.Marshal(w.String()) }
+
+// UnmarshalJSON reads a word.
+func (w *word) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	for i, x := range words {
+		if x == s {
+			*w = word(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown word %q", s)
 }
 
 // id is the definition's identity, a canonical JSON text.
@@ -28,10 +67,10 @@ func (d definition) id() string {
 }
 
 // changesOnly reports log=changes_only (no initial snapshot).
-func (d definition) changesOnly() bool { return d.Log == "changes_only" }
+func (d definition) changesOnly() bool { return d.Log == wordChangesOnly }
 
 // full reports replica=full.
-func (d definition) full() bool { return d.Replica == "full" }
+func (d definition) full() bool { return d.Replica == wordFull }
 
 // request is a parsed GET /v1/shape.
 type request struct {
@@ -155,19 +194,19 @@ func parseRequest(q url.Values) (*request, *fieldErrors) {
 			r.def.Columns = cols
 		}
 	}
-	r.def.Replica = "default"
+	r.def.Replica = wordDefault
 	switch v := q.Get("replica"); v {
 	case "", "default":
 	case "full":
-		r.def.Replica = "full"
+		r.def.Replica = wordFull
 	default:
 		errs.add("replica", "is invalid")
 	}
-	r.def.Log = "full"
+	r.def.Log = wordFull
 	switch v := q.Get("log"); v {
 	case "", "full":
 	case "changes_only":
-		r.def.Log = "changes_only"
+		r.def.Log = wordChangesOnly
 	default:
 		errs.add("log", "is invalid")
 	}

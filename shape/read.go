@@ -1,7 +1,6 @@
 package shape
 
 import (
-	"path/filepath"
 	"sort"
 )
 
@@ -25,7 +24,7 @@ func (s *Shape) readLocked(o Offset, limit int) (chunkResult, *chunkLoc) {
 	if o.Before {
 		// A fresh client: the newest generation's first chunk, never
 		// up-to-date (so that the answer can be cached long).
-		return chunkResult{snapshot: true, end: Offset{Op: cur.base}}, &chunkLoc{file: filepath.Join(s.dir, cur.file), r: cur.chunks[0]}
+		return chunkResult{snapshot: true, end: Offset{Op: cur.base}}, &chunkLoc{file: s.file(cur.file()), r: cur.chunks[0]}
 	}
 	if o.Virtual() {
 		for _, g := range s.gens {
@@ -38,7 +37,7 @@ func (s *Shape) readLocked(o Offset, limit int) (chunkResult, *chunkLoc) {
 				if next == g.last() && g == cur && !s.hasAfter(g.at) && s.st == ready {
 					res.upToDate = true
 				}
-				return res, &chunkLoc{file: filepath.Join(s.dir, g.file), r: g.chunks[next-g.base]}
+				return res, &chunkLoc{file: s.file(g.file()), r: g.chunks[next-g.base]}
 			}
 			// The generation's last chunk: its log follows.
 			res := s.tailLocked(g.at, limit)

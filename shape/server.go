@@ -32,7 +32,7 @@ type Server struct {
 	createMu sync.Mutex // serializes shape creation
 	mu       sync.Mutex
 	byHandle map[string]*Shape
-	byDef    map[string]*Shape
+	byDef    defIndex
 	layouts  map[string]*layout // never shrinks: one per table and column list served
 
 	dirtyMu  sync.Mutex
@@ -56,7 +56,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	srv := &Server{cfg: cfg, log: log, render: renderer{types: cfg.Types}, ctx: sctx, cancel: cancel,
-		byHandle: map[string]*Shape{}, byDef: map[string]*Shape{}, layouts: map[string]*layout{}, dirtySet: map[*Shape]struct{}{}, dirtyCh: make(chan struct{}, 1)}
+		byHandle: map[string]*Shape{}, byDef: newDefIndex(), layouts: map[string]*layout{}, dirtySet: map[*Shape]struct{}{}, dirtyCh: make(chan struct{}, 1)}
 	srv.wg.Add(2)
 	go srv.writer()
 	go srv.reaper()
@@ -74,10 +74,7 @@ func (srv *Server) Close() error {
 		return nil
 	}
 	srv.mu.Lock()
-	shapes := make([]*Shape, 0, len(srv.byDef))
-	for _, s := range srv.byDef {
-		shapes = append(shapes, s)
-	}
+	shapes := srv.byDef.all()
 	srv.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -106,7 +103,7 @@ func (srv *Server) closing() bool { return srv.closed.Load() }
 func (srv *Server) Shapes() int {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
-	return len(srv.byDef)
+	return srv.byDef.len()
 }
 
 // dirty schedules s for the writer. It may be called with s.mu held.
@@ -150,7 +147,7 @@ func (srv *Server) writer() {
 				defer wg.Done()
 				defer func() { <-sem }()
 				if err := s.flush(); err != nil {
-					srv.log.Error("shape: cannot write its log; the shape is dropped (its clients will refetch)", "dir", s.dir, "err", err)
+					srv.log.Error("shape: cannot write its log; the shape is dropped (its clients will refetch)", "dir", s.dir(), "err", err)
 					s.mu.Lock()
 					s.goneLocked("its log could not be written: " + err.Error())
 					s.mu.Unlock()
@@ -172,18 +169,15 @@ func (srv *Server) reaper() {
 			return
 		case now := <-t.C:
 			srv.mu.Lock()
-			shapes := make([]*Shape, 0, len(srv.byDef))
-			for _, s := range srv.byDef {
-				shapes = append(shapes, s)
-			}
+			shapes := srv.byDef.all()
 			srv.mu.Unlock()
 			for _, s := range shapes {
 				if err := s.collect(now); err != nil {
-					srv.log.Warn("shape: collect old generations", "dir", s.dir, "err", err)
+					srv.log.Warn("shape: collect old generations", "dir", s.dir(), "err", err)
 				}
 				s.mu.Lock()
-				if srv.cfg.IdleExpiry > 0 && now.Sub(s.used) > srv.cfg.IdleExpiry {
-					srv.log.Info("shape: expired (idle)", "handle", s.handleLocked(), "idle", now.Sub(s.used).Round(time.Second))
+				if srv.cfg.IdleExpiry > 0 && now.Sub(time.Unix(0, s.used)) > srv.cfg.IdleExpiry {
+					srv.log.Info("shape: expired (idle)", "handle", s.handleLocked(), "idle", now.Sub(time.Unix(0, s.used)).Round(time.Second))
 					s.goneLocked("expired")
 				}
 				s.mu.Unlock()
@@ -202,9 +196,7 @@ func (srv *Server) forget(s *Shape) {
 			delete(srv.byHandle, h)
 		}
 	}
-	if srv.byDef[s.def.id()] == s {
-		delete(srv.byDef, s.def.id())
-	}
+	srv.byDef.del(s, s.def.id())
 	srv.mu.Unlock()
 	id := s.sub
 	srv.wg.Add(1)
@@ -215,8 +207,8 @@ func (srv *Server) forget(s *Shape) {
 			_ = srv.cfg.Engine.Unsubscribe(ctx, id)
 			cancel()
 		}
-		if err := os.RemoveAll(s.dir); err != nil {
-			srv.log.Warn("shape: remove files", "dir", s.dir, "err", err)
+		if err := os.RemoveAll(s.dir()); err != nil {
+			srv.log.Warn("shape: remove files", "dir", s.dir(), "err", err)
 		}
 	}()
 }
@@ -289,7 +281,7 @@ var errShapeLimit = errors.New("shape limit reached")
 func (srv *Server) getOrCreate(ctx context.Context, def definition) (*Shape, *fieldErrors, error) {
 	id := def.id()
 	srv.mu.Lock()
-	s := srv.byDef[id]
+	s := srv.byDef.get(def, id)
 	srv.mu.Unlock()
 	if s != nil {
 		return s, nil, nil
@@ -297,7 +289,7 @@ func (srv *Server) getOrCreate(ctx context.Context, def definition) (*Shape, *fi
 	srv.createMu.Lock()
 	defer srv.createMu.Unlock()
 	srv.mu.Lock()
-	s, n := srv.byDef[id], len(srv.byDef)
+	s, n := srv.byDef.get(def, id), srv.byDef.len()
 	srv.mu.Unlock()
 	if s != nil {
 		return s, nil, nil
@@ -326,18 +318,18 @@ func (srv *Server) getOrCreate(ctx context.Context, def definition) (*Shape, *fi
 	}
 	h := newHandle()
 	s = srv.newShape(def, ti.cols, h)
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	if err := os.MkdirAll(s.dir(), 0o755); err != nil {
 		return nil, nil, fmt.Errorf("create shape directory: %w", err)
 	}
 	s.mu.Lock()
 	err = s.saveMetaLocked()
 	s.mu.Unlock()
 	if err != nil {
-		os.RemoveAll(s.dir)
+		os.RemoveAll(s.dir())
 		return nil, nil, fmt.Errorf("write shape meta: %w", err)
 	}
 	if err := srv.subscribe(ctx, s); err != nil {
-		os.RemoveAll(s.dir)
+		os.RemoveAll(s.dir())
 		var re refusalError
 		if errors.As(err, &re) {
 			fe := &fieldErrors{}
@@ -351,8 +343,8 @@ func (srv *Server) getOrCreate(ctx context.Context, def definition) (*Shape, *fi
 }
 
 func (srv *Server) newShape(def definition, cols []column, handle string) *Shape {
-	return &Shape{srv: srv, def: def, lay: srv.layoutOf(def, cols), handles: []string{handle}, used: time.Now(),
-		dir: filepath.Join(srv.cfg.DataDir, handle), logName: "log-1"}
+	return &Shape{srv: srv, def: def, lay: srv.layoutOf(def, cols), handles: []string{handle}, used: time.Now().UnixNano(),
+		logName: "log-1"}
 }
 
 // layoutOf returns the layout for a table's columns, shared with every
@@ -373,6 +365,7 @@ func (srv *Server) layoutOf(def definition, cols []column) *layout {
 		if c.pkIndex >= 0 {
 			l.pk = append(l.pk, i)
 		}
+		l.names = append(l.names, append(appendJSONString(nil, c.name), ':'))
 	}
 	// Key order is the primary key's column order.
 	for i := 1; i < len(l.pk); i++ {
@@ -398,7 +391,7 @@ func (srv *Server) register(s *Shape) {
 	}
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
-	srv.byDef[s.def.id()] = s
+	srv.byDef.put(s, s.def.id())
 	for _, h := range s.handles {
 		srv.byHandle[h] = s
 	}
@@ -451,7 +444,10 @@ func (srv *Server) load(ctx context.Context, dir string) error {
 		return fmt.Errorf("its table cannot be served now: %s", fe.body())
 	}
 	s := srv.newShape(m.Def, ti.cols, m.Handles[0])
-	s.dir, s.handles = dir, m.Handles
+	if filepath.Base(dir) != m.Handles[0] {
+		return fmt.Errorf("its directory is not named after its first handle %s", m.Handles[0])
+	}
+	s.handles = m.Handles
 	if s.lay.schema != m.Schema {
 		return fmt.Errorf("its table's columns changed (was %s, now %s)", m.Schema, s.lay.schema)
 	}

@@ -29,11 +29,13 @@ type generation struct {
 	base       uint64
 	at         Offset
 	chunks     [][2]int64
-	file       string
-	superseded time.Time // zero for the newest
+	superseded int64 // when, in Unix milliseconds; 0 for the newest
 }
 
 func (g *generation) last() uint64 { return g.base + uint64(len(g.chunks)) - 1 }
+
+// file is the generation's snapshot file name.
+func (g *generation) file() string { return snapName(g.base) }
 
 // status is where a shape's subscription is.
 type status uint8
@@ -44,12 +46,6 @@ const (
 	gone                    // deleted, expired or out of scope
 )
 
-// entry is a row of the shape's current result.
-type entry struct {
-	key string // Electric's key
-	r   row
-}
-
 // Shape is one shape: its definition, handles, current rows, log and
 // subscription. Its log is appended by the engine's goroutine (Send) as
 // pending changes and made durable by the server's writer before any
@@ -58,17 +54,15 @@ type Shape struct {
 	srv  *Server
 	ioMu sync.Mutex // serializes the shape's file writes (flush, collect)
 	def  definition
-	dir  string
 	lay  *layout // shared by the shapes of one table and column list
 
 	mu       sync.Mutex
-	handles  []string // the current one last
+	handles  []string // the current one last; the first names its directory
 	st       status
-	why      string // gone, or a failed first hydration: the reason
-	failCode int    // a failed first hydration: the status to answer
+	sinceGen int32   // changes since the newest generation
+	end      *ending // why it is gone (nil while it is not)
 	sub      engine.SubID
-	rows     map[string]*entry // by engine key; by Electric key while reloaded
-	reloaded bool              // rows came from disk: match the next result by Electric key
+	rows     rowSet // by engine key; by Electric key while reloaded from disk
 	gens     []*generation
 	tail     []op // durable changes after gens[0].at
 	pending  []op // sent by the engine, not yet durable
@@ -76,10 +70,14 @@ type Shape struct {
 	lastOff  Offset        // the last change's offset, pending ones included
 	latest   Offset        // the last durable change's offset (or chunk end)
 	changed  chan struct{} // nil until a request waits (waitLocked)
-	used     time.Time
+	used     int64         // when a request last asked for it, Unix nanoseconds
 	logName  string
-	logBytes int64
-	sinceGen int // changes since the newest generation
+}
+
+// ending is why a shape is gone.
+type ending struct {
+	why  string
+	code int // a failed first hydration: the status to answer (else 0)
 }
 
 // layout is what shapes of one table and column list share: the columns,
@@ -88,17 +86,24 @@ type layout struct {
 	cols   []column
 	pk     []int // indexes into cols, in key order
 	schema string
-	rel    []byte // the relation header ["schema","table"]
-	keyPfx []byte // "schema"."table"
+	rel    []byte   // the relation header ["schema","table"]
+	keyPfx []byte   // "schema"."table"
+	names  [][]byte // each column's "name": in a value object
 }
 
 // snapJob is a generation waiting to be written.
 type snapJob struct {
 	base  uint64
 	at    Offset
-	rows  []*entry
+	rows  []entry
 	first bool // the initial snapshot (the engine's order, not sorted)
 }
+
+// dir is the shape's directory.
+func (s *Shape) dir() string { return filepath.Join(s.srv.cfg.DataDir, s.handles[0]) }
+
+// file is the path of one of the shape's files.
+func (s *Shape) file(name string) string { return filepath.Join(s.srv.cfg.DataDir, s.handles[0], name) }
 
 // handle returns the current handle.
 func (s *Shape) handleLocked() string { return s.handles[len(s.handles)-1] }
@@ -145,113 +150,90 @@ func (s *Shape) Send(out engine.Output) {
 	}
 }
 
-func (s *Shape) rowOf(vals []any) (row, error) {
-	r := make(row, len(s.lay.cols))
-	for i, v := range vals {
-		if i >= len(r) || v == nil {
+// newEntry renders a result row of the engine (its values and key) into
+// an entry.
+func (s *Shape) newEntry(rr engine.ResultRow, sc *scratch) (entry, error) {
+	sc.reset()
+	for i, c := range s.lay.cols {
+		if i >= len(rr.Values) || rr.Values[i] == nil {
+			sc.null()
 			continue
 		}
-		t, err := s.srv.render.text(s.lay.cols[i].typ, v)
+		b, err := s.srv.render.appendText(sc.vals, c.typ, rr.Values[i])
 		if err != nil {
-			return nil, err
+			return entry{}, err
 		}
-		r[i] = val{s: t, ok: true}
+		sc.vals = b
+		sc.ended()
 	}
-	return r, nil
-}
-
-// keyOf builds Electric's key: "schema"."table"/"pk1"/"pk2".
-func (s *Shape) keyOf(r row) string {
-	b := append([]byte(nil), s.lay.keyPfx...)
-	for _, i := range s.lay.pk {
-		b = append(b, '/')
-		if !r[i].ok {
-			b = append(b, '_')
-			continue
-		}
-		b = append(b, '"')
-		for j := 0; j < len(r[i].s); j++ {
-			if r[i].s[j] == '/' {
-				b = append(b, '/')
-			}
-			b = append(b, r[i].s[j])
-		}
-		b = append(b, '"')
-	}
-	return string(b)
+	return sc.entry(sc.electricKey(s.lay), string(rr.Key)), nil
 }
 
 func (s *Shape) acceptedLocked(out engine.Output) {
-	fresh := make(map[string]*entry, len(out.Rows))
-	order := make([]*entry, 0, len(out.Rows))
+	fresh := newRowSet(len(out.Rows), false)
+	var order []entry
+	first := len(s.gens) == 0 && s.snapJob == nil
+	if first && !s.def.changesOnly() {
+		order = make([]entry, 0, len(out.Rows))
+	}
+	var sc scratch
 	for _, rr := range out.Rows {
-		r, err := s.rowOf(rr.Values)
+		e, err := s.newEntry(rr, &sc)
 		if err != nil {
 			s.failLocked(500, err.Error())
 			return
 		}
-		e := &entry{key: s.keyOf(r), r: r}
-		fresh[string(rr.Key)] = e
-		order = append(order, e)
+		fresh.put(e)
+		if order != nil {
+			order = append(order, e)
+		}
 	}
 	at := Offset{Tx: uint64(out.LSN)}
-	if len(s.gens) == 0 && s.snapJob == nil {
+	if first {
 		// The first result: generation 0 is its snapshot (none under
 		// log=changes_only), and the log starts after it.
 		s.rows = fresh
-		job := &snapJob{base: 0, at: at, first: true}
-		if !s.def.changesOnly() {
-			job.rows = order
-		}
-		s.snapJob = job
+		s.snapJob = &snapJob{base: 0, at: at, first: true, rows: order}
 		s.lastOff = maxOffset(s.lastOff, at)
 		s.st = ready
 		s.srv.dirty(s)
 		return
 	}
 	// A result again (after a restart or a retryable end): what changed
-	// meanwhile is appended as ordinary changes at the result's position.
+	// meanwhile is appended as ordinary changes at the result's position,
+	// in the engine's key order.
 	lsn := uint64(out.LSN)
 	var ops []op
-	byKey := s.rows
-	if s.reloaded {
-		byKey = make(map[string]*entry, len(s.rows))
-		for _, e := range s.rows {
-			byKey[e.key] = e
+	old := &s.rows
+	rows := make([]entry, 0, fresh.len())
+	fresh.each(func(e entry) { rows = append(rows, e) })
+	slices.SortFunc(rows, func(a, b entry) int { return cmpStr(a.look(), b.look()) })
+	seen := make(map[string]bool, len(rows))
+	for _, e := range rows {
+		k := e.look()
+		if old.byKey {
+			k = e.key()
 		}
-	}
-	seen := make(map[*entry]bool, len(fresh))
-	ekeys := make([]string, 0, len(fresh))
-	for k := range fresh {
-		ekeys = append(ekeys, k)
-	}
-	sort.Strings(ekeys)
-	for _, k := range ekeys {
-		e := fresh[k]
-		look := k
-		if s.reloaded {
-			look = e.key
-		}
-		if old := byKey[look]; old != nil {
-			seen[old] = true
-			if m := s.updateMsg(old, e, lsn, 0); m != nil {
+		if o, ok := old.get(k); ok {
+			seen[o.key()] = true
+			if m := s.updateMsg(o, e, lsn, 0); m != nil {
 				ops = append(ops, op{msg: m})
 			}
 		} else {
 			ops = append(ops, op{msg: s.insertMsg(e, lsn, 0)})
 		}
 	}
-	var gone []*entry
-	for _, e := range byKey {
-		if !seen[e] {
+	var gone []entry
+	old.each(func(e entry) {
+		if !seen[e.key()] {
 			gone = append(gone, e)
 		}
-	}
-	slices.SortFunc(gone, func(a, b *entry) int { return cmpStr(a.key, b.key) })
+	})
+	slices.SortFunc(gone, func(a, b entry) int { return cmpStr(a.key(), b.key()) })
 	for _, e := range gone {
 		ops = append(ops, op{msg: s.deleteMsg(e, lsn, 0)})
 	}
-	s.rows, s.reloaded = fresh, false
+	s.rows = fresh
 	s.appendLocked(lsn, ops)
 	s.st = ready
 	s.srv.dirty(s)
@@ -275,7 +257,7 @@ func maxOffset(a, b Offset) Offset {
 }
 
 func (s *Shape) deltaLocked(out engine.Output) {
-	if s.st != ready || s.rows == nil {
+	if s.st != ready {
 		return
 	}
 	lsn := uint64(out.LSN)
@@ -292,27 +274,30 @@ func (s *Shape) deltaLocked(out engine.Output) {
 		}
 		keyTo = make(map[engine.Key]int, len(out.KeyChanges))
 		for _, kc := range out.KeyChanges {
-			if i, ok := at[kc.To]; ok && s.rows[string(kc.To)] == nil {
-				keyTo[kc.From] = i
+			if _, held := s.rows.get(string(kc.To)); !held {
+				if i, ok := at[kc.To]; ok {
+					keyTo[kc.From] = i
+				}
 			}
 		}
 		paired = make([]bool, len(out.Rows))
 	}
+	var sc scratch
 	for _, k := range out.Removed {
-		e := s.rows[string(k)]
-		if e == nil {
+		e, ok := s.rows.get(string(k))
+		if !ok {
 			continue
 		}
-		delete(s.rows, string(k))
+		s.rows.del(string(k))
 		if i, ok := keyTo[k]; ok {
-			ne, err := s.entryOf(out.Rows[i].Values)
+			ne, err := s.newEntry(out.Rows[i], &sc)
 			if err != nil {
 				s.renderFailedLocked(err)
 				return
 			}
 			paired[i] = true
-			s.rows[string(out.Rows[i].Key)] = ne
-			if ne.key != e.key {
+			s.rows.put(ne)
+			if ne.key() != e.key() {
 				ops = append(ops, op{msg: s.keyChangeDeleteMsg(e, ne, out.XID)}, op{msg: s.keyChangeInsertMsg(e, ne, out.XID)})
 			} else if m := s.updateMsg(e, ne, lsn, out.XID); m != nil {
 				ops = append(ops, op{msg: m})
@@ -325,13 +310,13 @@ func (s *Shape) deltaLocked(out engine.Output) {
 		if paired != nil && paired[i] {
 			continue
 		}
-		e, err := s.entryOf(rr.Values)
+		e, err := s.newEntry(rr, &sc)
 		if err != nil {
 			s.renderFailedLocked(err)
 			return
 		}
-		if old := s.rows[string(rr.Key)]; old != nil {
-			if old.key != e.key {
+		if old, ok := s.rows.get(string(rr.Key)); ok {
+			if old.key() != e.key() {
 				// The key's text changed with the same engine key
 				// (cannot happen for the same typed values); treat as
 				// delete and insert.
@@ -342,22 +327,13 @@ func (s *Shape) deltaLocked(out engine.Output) {
 		} else {
 			ops = append(ops, op{msg: s.insertMsg(e, lsn, out.XID)})
 		}
-		s.rows[string(rr.Key)] = e
+		s.rows.put(e)
 	}
 	if len(ops) == 0 {
 		return
 	}
 	s.appendLocked(lsn, ops)
 	s.srv.dirty(s)
-}
-
-// entryOf renders a row the engine sent.
-func (s *Shape) entryOf(vals []any) (*entry, error) {
-	r, err := s.rowOf(vals)
-	if err != nil {
-		return nil, err
-	}
-	return &entry{key: s.keyOf(r), r: r}, nil
 }
 
 func (s *Shape) renderFailedLocked(err error) {
@@ -385,7 +361,7 @@ func (s *Shape) appendLocked(lsn uint64, ops []op) {
 	}
 	s.lastOff = ops[len(ops)-1].off
 	s.pending = append(s.pending, ops...)
-	s.sinceGen += len(ops)
+	s.sinceGen += int32(len(ops))
 }
 
 // finishHeaders closes a change message's headers with its position.
@@ -426,10 +402,10 @@ func (s *Shape) msgHead(key string, value, old []byte, opName string, xid uint32
 
 // appendValues writes {"col":"v",...} for the columns where pick is true
 // (all when pick is nil).
-func (s *Shape) appendValues(dst []byte, r row, pick func(i int) bool) []byte {
+func (s *Shape) appendValues(dst []byte, e entry, pick func(i int) bool) []byte {
 	dst = append(dst, '{')
 	first := true
-	for i, c := range s.lay.cols {
+	for i := range s.lay.cols {
 		if pick != nil && !pick(i) {
 			continue
 		}
@@ -437,10 +413,9 @@ func (s *Shape) appendValues(dst []byte, r row, pick func(i int) bool) []byte {
 			dst = append(dst, ',')
 		}
 		first = false
-		dst = appendJSONString(dst, c.name)
-		dst = append(dst, ':')
-		if r[i].ok {
-			dst = appendJSONString(dst, r[i].s)
+		dst = append(dst, s.lay.names[i]...)
+		if v, ok := e.val(i); ok {
+			dst = appendJSONString(dst, v)
 		} else {
 			dst = append(dst, "null"...)
 		}
@@ -450,41 +425,41 @@ func (s *Shape) appendValues(dst []byte, r row, pick func(i int) bool) []byte {
 
 func (s *Shape) isPK(i int) bool { return s.lay.cols[i].pkIndex >= 0 }
 
-func (s *Shape) insertMsg(e *entry, _ uint64, xid uint32) []byte {
-	return s.msgHead(e.key, s.appendValues(nil, e.r, nil), nil, "insert", xid)
+func (s *Shape) insertMsg(e entry, _ uint64, xid uint32) []byte {
+	return s.msgHead(e.key(), s.appendValues(nil, e, nil), nil, "insert", xid)
 }
 
-func (s *Shape) deleteMsg(e *entry, _ uint64, xid uint32) []byte {
+func (s *Shape) deleteMsg(e entry, _ uint64, xid uint32) []byte {
 	if s.def.full() {
-		return s.msgHead(e.key, s.appendValues(nil, e.r, nil), nil, "delete", xid)
+		return s.msgHead(e.key(), s.appendValues(nil, e, nil), nil, "delete", xid)
 	}
-	return s.msgHead(e.key, s.appendValues(nil, e.r, s.isPK), nil, "delete", xid)
+	return s.msgHead(e.key(), s.appendValues(nil, e, s.isPK), nil, "delete", xid)
 }
 
 // keyChangeDeleteMsg is the first half of a primary-key change, as
 // Electric's LogItems.from_change splits an update whose key changed: a
 // delete of the old key (its key columns, or the whole old row under
 // replica=full) with key_change_to naming the new key.
-func (s *Shape) keyChangeDeleteMsg(old, e *entry, xid uint32) []byte {
+func (s *Shape) keyChangeDeleteMsg(old, e entry, xid uint32) []byte {
 	m := s.deleteMsg(old, 0, xid)
 	m = append(m, `,"key_change_to":`...)
-	return appendJSONString(m, e.key)
+	return appendJSONString(m, e.key())
 }
 
 // keyChangeInsertMsg is its second half: an insert of the whole new row
 // with key_change_from naming the old key (no old_value, as Electric's).
-func (s *Shape) keyChangeInsertMsg(old, e *entry, xid uint32) []byte {
+func (s *Shape) keyChangeInsertMsg(old, e entry, xid uint32) []byte {
 	m := s.insertMsg(e, 0, xid)
 	m = append(m, `,"key_change_from":`...)
-	return appendJSONString(m, old.key)
+	return appendJSONString(m, old.key())
 }
 
 // updateMsg is nil when nothing the shape selects changed.
-func (s *Shape) updateMsg(old, e *entry, _ uint64, xid uint32) []byte {
+func (s *Shape) updateMsg(old, e entry, _ uint64, xid uint32) []byte {
 	changed := make([]bool, len(s.lay.cols))
 	anyc := false
 	for i := range s.lay.cols {
-		if old.r[i] != e.r[i] {
+		if !sameVal(old, e, i) {
 			changed[i], anyc = true, true
 		}
 	}
@@ -493,17 +468,17 @@ func (s *Shape) updateMsg(old, e *entry, _ uint64, xid uint32) []byte {
 	}
 	ch := func(i int) bool { return changed[i] }
 	if s.def.full() {
-		return s.msgHead(e.key, s.appendValues(nil, e.r, nil), s.appendValues(nil, old.r, ch), "update", xid)
+		return s.msgHead(e.key(), s.appendValues(nil, e, nil), s.appendValues(nil, old, ch), "update", xid)
 	}
-	return s.msgHead(e.key, s.appendValues(nil, e.r, func(i int) bool { return changed[i] || s.isPK(i) }), nil, "update", xid)
+	return s.msgHead(e.key(), s.appendValues(nil, e, func(i int) bool { return changed[i] || s.isPK(i) }), nil, "update", xid)
 }
 
 // snapshotMsg is a snapshot row: headers with operation and relation only.
-func (s *Shape) snapshotMsg(dst []byte, e *entry) []byte {
+func (s *Shape) snapshotMsg(dst []byte, e entry) []byte {
 	dst = append(dst, `{"key":`...)
-	dst = appendJSONString(dst, e.key)
+	dst = appendJSONString(dst, e.key())
 	dst = append(dst, `,"value":`...)
-	dst = s.appendValues(dst, e.r, nil)
+	dst = s.appendValues(dst, e, nil)
 	dst = append(dst, `,"headers":{"operation":"insert","relation":`...)
 	dst = append(dst, s.lay.rel...)
 	return append(dst, "}}"...)
@@ -530,8 +505,8 @@ func (s *Shape) endedLocked(out engine.Output) {
 // failLocked records that the first hydration failed: requests waiting
 // for it are answered with code and the reason, and the shape is removed.
 func (s *Shape) failLocked(code int, why string) {
-	s.failCode = code
 	s.goneLocked(why)
+	s.end.code = code
 }
 
 // goneLocked takes the shape out of service: its handles answer 409 from
@@ -540,7 +515,7 @@ func (s *Shape) goneLocked(why string) {
 	if s.st == gone {
 		return
 	}
-	s.st, s.why = gone, why
+	s.st, s.end = gone, &ending{why: why}
 	s.wakeLocked()
 	s.srv.forget(s)
 }
@@ -574,15 +549,15 @@ func (s *Shape) flush() error {
 	defer s.mu.Unlock()
 	if g != nil {
 		for _, old := range s.gens {
-			if old.superseded.IsZero() {
-				old.superseded = time.Now()
+			if old.superseded == 0 {
+				old.superseded = time.Now().UnixMilli()
 			}
 		}
 		s.gens = append(s.gens, g)
 		if job.first {
 			s.latest = maxOffset(s.latest, Offset{Tx: 0, Op: g.last()})
 		}
-		s.sinceGen = len(s.pending)
+		s.sinceGen = int32(len(s.pending))
 		for _, o := range batch {
 			if o.off.Compare(g.at) > 0 {
 				s.sinceGen++
@@ -608,46 +583,74 @@ func (s *Shape) flush() error {
 // CompactMin): a fresh client then reads at most about twice the result.
 func (s *Shape) maybeCompactLocked() {
 	cfg := s.srv.cfg
-	if s.snapJob != nil || len(s.gens) == 0 || s.sinceGen < max(cfg.CompactMin, len(s.rows)) {
+	if s.snapJob != nil || len(s.gens) == 0 || int(s.sinceGen) < max(cfg.CompactMin, s.rows.len()) {
 		return
 	}
 	g := s.gens[len(s.gens)-1]
-	rows := make([]*entry, 0, len(s.rows))
+	var rows []entry
 	if !s.def.changesOnly() {
-		for _, e := range s.rows {
-			rows = append(rows, e)
-		}
-		slices.SortFunc(rows, func(a, b *entry) int { return cmpStr(a.key, b.key) })
+		rows = make([]entry, 0, s.rows.len())
+		s.rows.each(func(e entry) { rows = append(rows, e) })
+		slices.SortFunc(rows, func(a, b entry) int { return cmpStr(a.key(), b.key()) })
 	}
 	s.snapJob = &snapJob{base: g.last() + 1, at: s.lastOff, rows: rows}
 	s.sinceGen = 0
 	s.srv.dirty(s)
 }
 
-// writeGeneration writes a snapshot's chunks.
+// writeGeneration writes a snapshot's chunks: each is written to the
+// file as soon as it reaches the chunk threshold, from one buffer reused
+// chunk after chunk, and the file is synced once at the end.
 func (s *Shape) writeGeneration(job *snapJob) (*generation, error) {
+	name := snapName(job.base)
+	ranges, err := s.writeSnapshot(s.file(name), job.rows)
+	if err != nil {
+		return nil, fmt.Errorf("write snapshot: %w", err)
+	}
+	return &generation{base: job.base, at: job.at, chunks: ranges}, nil
+}
+
+func (s *Shape) writeSnapshot(path string, rows []entry) ([][2]int64, error) {
 	limit := s.srv.cfg.ChunkBytes
-	var chunks [][]byte
-	var cur []byte
-	for _, e := range job.rows {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var ranges [][2]int64
+	var pos int64
+	// A chunk ends with the row that reaches the threshold, so the
+	// buffer holds the threshold plus one row.
+	cur := make([]byte, 0, min(limit, 1<<24)+4<<10)
+	write := func() error {
+		if _, err := f.Write(cur); err != nil {
+			return err
+		}
+		ranges = append(ranges, [2]int64{pos, int64(len(cur))})
+		pos += int64(len(cur))
+		cur = cur[:0]
+		return nil
+	}
+	for _, e := range rows {
 		if len(cur) > 0 {
 			cur = append(cur, ',')
 		}
 		cur = s.snapshotMsg(cur, e)
 		if len(cur) >= limit {
-			chunks = append(chunks, cur)
-			cur = nil
+			if err := write(); err != nil {
+				return nil, err
+			}
 		}
 	}
-	if len(cur) > 0 || len(chunks) == 0 {
-		chunks = append(chunks, cur)
+	if len(cur) > 0 || len(ranges) == 0 {
+		if err := write(); err != nil {
+			return nil, err
+		}
 	}
-	name := snapName(job.base)
-	ranges, err := writeSnapshot(filepath.Join(s.dir, name), chunks)
-	if err != nil {
-		return nil, fmt.Errorf("write snapshot: %w", err)
+	if err := f.Sync(); err != nil {
+		return nil, err
 	}
-	return &generation{base: job.base, at: job.at, chunks: ranges, file: name}, nil
+	return ranges, f.Close()
 }
 
 // appendLog appends changes to the log file and syncs it.
@@ -656,7 +659,7 @@ func (s *Shape) appendLog(batch []op) error {
 	for _, o := range batch {
 		b = appendRecord(b, o)
 	}
-	f, err := os.OpenFile(filepath.Join(s.dir, s.logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(s.file(s.logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("open shape log: %w", err)
 	}
@@ -667,20 +670,19 @@ func (s *Shape) appendLog(batch []op) error {
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("sync shape log: %w", err)
 	}
-	s.logBytes += int64(len(b))
 	return f.Close()
 }
 
 func (s *Shape) saveGensLocked() error {
 	gf := gensFile{Log: s.logName}
 	for _, g := range s.gens {
-		gf.Gens = append(gf.Gens, genFile{Base: g.base, At: g.at.String(), Chunks: g.chunks, Superseded: unixMS(g.superseded)})
+		gf.Gens = append(gf.Gens, genFile{Base: g.base, At: g.at.String(), Chunks: g.chunks, Superseded: g.superseded})
 	}
-	return writeJSON(filepath.Join(s.dir, "gens.json"), gf)
+	return writeJSON(s.file("gens.json"), gf)
 }
 
 func (s *Shape) saveMetaLocked() error {
-	return writeJSON(filepath.Join(s.dir, "meta.json"), meta{Version: 1, Def: s.def, Handles: s.handles, Schema: s.lay.schema, Created: time.Now().UnixMilli()})
+	return writeJSON(s.file("meta.json"), meta{Version: 1, Def: s.def, Handles: s.handles, Schema: s.lay.schema, Created: time.Now().UnixMilli()})
 }
 
 // collect drops generations superseded longer ago than the retention
@@ -697,7 +699,7 @@ func (s *Shape) collect(now time.Time) error {
 		if i == len(s.gens)-1 {
 			break
 		}
-		if len(s.gens)-drop > cfg.MaxGenerations || now.Sub(g.superseded) > cfg.Retention {
+		if len(s.gens)-drop > cfg.MaxGenerations || now.Sub(time.UnixMilli(g.superseded)) > cfg.Retention {
 			drop = i + 1
 		}
 	}
@@ -719,18 +721,18 @@ func (s *Shape) collect(now time.Time) error {
 	for _, o := range keep {
 		b = appendRecord(b, o)
 	}
-	err := writeAtomic(filepath.Join(s.dir, newLog), b)
+	err := writeAtomic(s.file(newLog), b)
 	if err == nil {
-		s.logName, s.logBytes = newLog, int64(len(b))
+		s.logName = newLog
 		err = s.saveGensLocked()
 	}
 	s.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("rewrite shape log: %w", err)
 	}
-	os.Remove(filepath.Join(s.dir, oldLog))
+	os.Remove(s.file(oldLog))
 	for _, g := range dropped {
-		os.Remove(filepath.Join(s.dir, g.file))
+		os.Remove(s.file(g.file()))
 	}
 	return nil
 }
@@ -739,7 +741,7 @@ func (s *Shape) collect(now time.Time) error {
 // cut), and its rows as of the log's end.
 func (s *Shape) reload() error {
 	var gf gensFile
-	if err := readJSON(filepath.Join(s.dir, "gens.json"), &gf); err != nil {
+	if err := readJSON(s.file("gens.json"), &gf); err != nil {
 		return fmt.Errorf("read gens.json: %w", err)
 	}
 	if len(gf.Gens) == 0 || gf.Log == "" {
@@ -750,21 +752,20 @@ func (s *Shape) reload() error {
 		if err != nil {
 			return fmt.Errorf("gens.json: offset %q: %w", g.At, err)
 		}
-		s.gens = append(s.gens, &generation{base: g.Base, at: at, chunks: g.Chunks, file: snapName(g.Base), superseded: fromUnixMS(g.Superseded)})
+		s.gens = append(s.gens, &generation{base: g.Base, at: at, chunks: g.Chunks, superseded: g.Superseded})
 	}
 	s.logName = gf.Log
-	path := filepath.Join(s.dir, gf.Log)
+	path := s.file(gf.Log)
 	ops, good, err := readLog(path)
 	if err != nil {
 		return fmt.Errorf("read shape log: %w", err)
 	}
 	if st, err := os.Stat(path); err == nil && st.Size() > good {
-		s.srv.log.Warn("shape: cutting a torn log tail", "dir", s.dir, "bytes", st.Size()-good)
+		s.srv.log.Warn("shape: cutting a torn log tail", "dir", s.dir(), "bytes", st.Size()-good)
 		if err := os.Truncate(path, good); err != nil {
 			return fmt.Errorf("cut torn shape log: %w", err)
 		}
 	}
-	s.logBytes = good
 	from := s.gens[0].at
 	for _, o := range ops {
 		if o.off.Compare(from) > 0 {
@@ -782,10 +783,10 @@ func (s *Shape) reload() error {
 	for i, c := range s.lay.cols {
 		colIdx[c.name] = i
 	}
-	s.rows = map[string]*entry{}
-	s.reloaded = true
+	s.rows = newRowSet(0, true)
+	r := &replayer{s: s, colIdx: colIdx}
 	for i := range g.chunks {
-		b, err := readChunk(filepath.Join(s.dir, g.file), g.chunks[i])
+		b, err := readChunk(s.file(g.file()), g.chunks[i])
 		if err != nil {
 			return fmt.Errorf("read snapshot: %w", err)
 		}
@@ -794,14 +795,14 @@ func (s *Shape) reload() error {
 			return fmt.Errorf("parse snapshot: %w", err)
 		}
 		for _, m := range msgs {
-			if err := s.replay(m, colIdx); err != nil {
+			if err := r.replay(m); err != nil {
 				return err
 			}
 		}
 	}
 	for _, o := range s.tail {
 		if o.off.Compare(g.at) > 0 {
-			if err := s.replay(o.msg, colIdx); err != nil {
+			if err := r.replay(o.msg); err != nil {
 				return err
 			}
 			s.sinceGen++
@@ -810,8 +811,17 @@ func (s *Shape) reload() error {
 	return nil
 }
 
+// replayer rebuilds a shape's rows from its stored messages.
+type replayer struct {
+	s      *Shape
+	colIdx map[string]int
+	sc     scratch
+	vals   []*string
+}
+
 // replay applies one stored message to the reloaded rows.
-func (s *Shape) replay(m []byte, colIdx map[string]int) error {
+func (r *replayer) replay(m []byte) error {
+	s := r.s
 	var msg struct {
 		Key     string             `json:"key"`
 		Value   map[string]*string `json:"value"`
@@ -823,29 +833,45 @@ func (s *Shape) replay(m []byte, colIdx map[string]int) error {
 	if err := dec.Decode(&msg); err != nil {
 		return fmt.Errorf("parse stored message: %w", err)
 	}
-	set := func(r row) row {
-		for k, v := range msg.Value {
-			if i, ok := colIdx[k]; ok {
-				if v == nil {
-					r[i] = val{}
-				} else {
-					r[i] = val{s: *v, ok: true}
+	// build makes the row: base's values (none for an insert) with the
+	// message's on top.
+	build := func(base *entry) entry {
+		r.vals = r.vals[:0]
+		for i := range s.lay.cols {
+			var v *string
+			if base != nil {
+				if t, ok := base.val(i); ok {
+					v = &t
 				}
 			}
+			r.vals = append(r.vals, v)
 		}
-		return r
+		for k, v := range msg.Value {
+			if i, ok := r.colIdx[k]; ok {
+				r.vals[i] = v
+			}
+		}
+		r.sc.reset()
+		for _, v := range r.vals {
+			if v == nil {
+				r.sc.null()
+			} else {
+				r.sc.text(*v)
+			}
+		}
+		return r.sc.entry([]byte(msg.Key), "")
 	}
 	switch msg.Headers.Operation {
 	case "insert":
-		s.rows[msg.Key] = &entry{key: msg.Key, r: set(make(row, len(s.lay.cols)))}
+		s.rows.put(build(nil))
 	case "update":
-		old := s.rows[msg.Key]
-		if old == nil {
+		old, ok := s.rows.get(msg.Key)
+		if !ok {
 			return fmt.Errorf("stored update of %s, which the log does not hold", msg.Key)
 		}
-		s.rows[msg.Key] = &entry{key: msg.Key, r: set(slices.Clone(old.r))}
+		s.rows.put(build(&old))
 	case "delete":
-		delete(s.rows, msg.Key)
+		s.rows.del(msg.Key)
 	}
 	return nil
 }

@@ -236,23 +236,27 @@ func (srv *Server) readSubset(ctx context.Context, s *Shape, sql string, params 
 	b = appendJSONString(b, lsn)
 	b = append(b, `},"data":[`...)
 	n := 0
+	var sc scratch
 	for rows.Next() {
 		raw := rows.RawValues()
-		r := make(row, len(s.lay.cols))
-		for i := range r {
+		sc.reset()
+		for i := range s.lay.cols {
 			if i < len(raw) && raw[i] != nil {
-				r[i] = val{s: string(raw[i]), ok: true}
+				sc.vals = append(sc.vals, raw[i]...)
+				sc.ended()
+			} else {
+				sc.null()
 			}
 		}
 		if n > 0 {
 			b = append(b, ',')
 		}
 		n++
-		e := &entry{key: s.keyOf(r), r: r}
+		e := sc.entry(sc.electricKey(s.lay), "")
 		b = append(b, `{"key":`...)
-		b = appendJSONString(b, e.key)
+		b = appendJSONString(b, e.key())
 		b = append(b, `,"value":`...)
-		b = s.appendValues(b, e.r, nil)
+		b = s.appendValues(b, e, nil)
 		b = append(b, `,"headers":{"operation":"insert","relation":`...)
 		b = append(b, s.lay.rel...)
 		b = append(b, `,"snapshot_mark":`...)
