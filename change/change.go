@@ -26,6 +26,13 @@ type Txn struct {
 	Fragment int      // index of this fragment within the transaction, from 0
 	Last     bool     // this fragment ends the transaction
 	Changes  []Change // this fragment's changes, in WAL order
+
+	// Encoded holds this fragment's changes already encoded by the
+	// consumer's own encoder (pgwal.DecoderOptions.StreamEncoder), the
+	// output of one AppendChange call after another, in WAL order, in
+	// place of Changes: a fragment has one or the other. Only a consumer
+	// that set an encoder ever sees it.
+	Encoded []byte
 }
 
 // Position implements Event.

@@ -275,6 +275,21 @@ func AppendRelationJSON(dst []byte, r *Relation) []byte {
 	return append(dst, "]}"...)
 }
 
+// JSONEncoder encodes changes as elements of a transaction's "changes"
+// array, for a TxnJSONWriter to write from a fragment's Encoded bytes
+// (pgwal.DecoderOptions.StreamEncoder). It holds no state, so any
+// goroutine may use it.
+type JSONEncoder struct{}
+
+// AppendChange appends c's JSON form to dst with a leading comma, or
+// nothing for a relation change (not part of the form).
+func (JSONEncoder) AppendChange(dst []byte, c *Change) []byte {
+	if c.Op == OpRelation {
+		return dst
+	}
+	return appendChangeJSON(append(dst, ','), c)
+}
+
 // jsonFlushSize is how much a TxnJSONWriter buffers before writing through,
 // so a transaction of any size is written in bounded memory.
 const jsonFlushSize = 64 << 10
@@ -315,7 +330,8 @@ func NewTxnJSONWriter(w io.Writer) *TxnJSONWriter {
 	return &TxnJSONWriter{w: w, buf: make([]byte, 0, 4096)}
 }
 
-// Write writes one fragment of a transaction.
+// Write writes one fragment of a transaction: its Changes, or its
+// Encoded bytes as JSONEncoder made them (written through as they are).
 func (jw *TxnJSONWriter) Write(t *Txn) error {
 	if t.Fragment == 0 {
 		if jw.open {
@@ -328,6 +344,22 @@ func (jw *TxnJSONWriter) Write(t *Txn) error {
 		return fmt.Errorf("write transaction %s: %w: got fragment %d, want %d of transaction %s", t.CommitLSN, ErrFragmentOrder, t.Fragment, jw.nextSeq, jw.lsn)
 	}
 	jw.nextSeq++
+	if p := t.Encoded; len(p) > 0 {
+		if jw.first {
+			if p[0] != ',' {
+				jw.open = false
+				return fmt.Errorf("write transaction %s: encoded changes do not start with a comma: not JSONEncoder's form", t.CommitLSN)
+			}
+			p, jw.first = p[1:], false
+		}
+		if err := jw.flush(); err != nil {
+			return err
+		}
+		if _, err := jw.w.Write(p); err != nil {
+			jw.open = false
+			return fmt.Errorf("write transaction %s: %w", jw.lsn, err)
+		}
+	}
 	for i := range t.Changes {
 		jw.buf, jw.first = appendChangeSep(jw.buf, &t.Changes[i], jw.first)
 		if len(jw.buf) >= jsonFlushSize {

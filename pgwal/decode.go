@@ -29,6 +29,26 @@ type DecoderOptions struct {
 	// Types resolves type OIDs with full catalog knowledge. Optional: the
 	// decoder records pgoutput Type messages itself (see Decoder.Type).
 	Types change.TypeResolver
+
+	// StreamEncoder, when set, decodes and encodes the changes of a
+	// streamed transaction (protocol 2) as they arrive, and keeps them (in
+	// memory and spilled, within MemoryLimit as ever) in the encoder's
+	// form rather than as pgoutput: its fragments then carry Encoded
+	// bytes instead of Changes, and its Stream Commit costs reading bytes
+	// back, not decoding the transaction after the server has sent it.
+	// Optional; transactions that are not streamed are unaffected.
+	StreamEncoder StreamEncoder
+}
+
+// A StreamEncoder turns changes into a consumer's output form
+// (change.JSONEncoder for `freshet tail`). AppendChange appends c's
+// encoding to dst; it may append nothing. It is called on the decoding
+// goroutine while the transaction streams, possibly for changes of a
+// transaction that aborts later, and must not keep c or its values, which
+// live only for the call. OpRelation changes are never passed: an encoded
+// transaction's fragments carry no relation changes.
+type StreamEncoder interface {
+	AppendChange(dst []byte, c *change.Change) []byte
 }
 
 // Decoder turns pgoutput messages into change events. It does no I/O
@@ -56,6 +76,11 @@ type Decoder struct {
 
 	slab    slab
 	scratch []change.Value
+
+	enc     *txnBuilder    // with a StreamEncoder: passes each streamed change to it
+	encBuf  []byte         // the last change's encoding
+	encVals []change.Value // values of the change being encoded, reused
+	encFlag []bool
 }
 
 // relEntry is what the decoder knows of one relation: its current shape,
@@ -313,6 +338,11 @@ func (d *Decoder) useRel(b *txnBuilder, w *wire, oid uint32, local map[uint32]*c
 		w.fail("relation OID %d used before any Relation message described it", oid)
 		return nil
 	}
+	if b.encode != nil {
+		// An encoded transaction carries no relation changes (and may
+		// still abort): what the consumer has seen does not change.
+		return r
+	}
 	if e == nil {
 		e = &relEntry{}
 		d.rels[oid] = e
@@ -365,7 +395,7 @@ func (d *Decoder) applyChange(b *txnBuilder, w *wire, t byte, local map[uint32]*
 			w.off--
 			w.fail("Insert tuple marker %q, want 'N'", k)
 		}
-		row := d.row(w, rel, d.slab.values(n))
+		row := d.row(w, rel, d.values(b, n))
 		w.end()
 		if w.err != nil {
 			return w.err
@@ -376,7 +406,7 @@ func (d *Decoder) applyChange(b *txnBuilder, w *wire, t byte, local map[uint32]*
 		k := w.u8("tuple marker")
 		var vals []change.Value
 		if k == tupleKey || k == tupleOld {
-			vals = d.slab.values(2 * n)
+			vals = d.values(b, 2*n)
 			c.Old = d.row(w, rel, vals[n:])
 			c.OldIsRow = k == tupleOld
 			if k == tupleKey && w.err == nil {
@@ -389,7 +419,7 @@ func (d *Decoder) applyChange(b *txnBuilder, w *wire, t byte, local map[uint32]*
 			w.fail("Update tuple marker %q, want 'K', 'O' or 'N'", k)
 		}
 		if vals == nil {
-			vals = d.slab.values(n)
+			vals = d.values(b, n)
 		}
 		c.New = d.row(w, rel, vals[:n:n])
 		w.end()
@@ -405,7 +435,7 @@ func (d *Decoder) applyChange(b *txnBuilder, w *wire, t byte, local map[uint32]*
 				}
 			}
 			if c.OldIsRow {
-				c.Changed = d.slab.bools(n)
+				c.Changed = d.bools(b, n)
 				for i := range c.New {
 					nv, ov := c.New[i], c.Old[i]
 					c.Changed[i] = nv.Kind != change.Unchanged && (nv.Kind != ov.Kind || !bytes.Equal(nv.Data, ov.Data))
@@ -420,7 +450,7 @@ func (d *Decoder) applyChange(b *txnBuilder, w *wire, t byte, local map[uint32]*
 			w.off--
 			w.fail("Delete tuple marker %q, want 'K' or 'O'", k)
 		}
-		c.Old = d.row(w, rel, d.slab.values(n))
+		c.Old = d.row(w, rel, d.values(b, n))
 		c.OldIsRow = k == tupleOld
 		if k == tupleKey && w.err == nil {
 			keyOnly(rel, c.Old)
@@ -432,6 +462,31 @@ func (d *Decoder) applyChange(b *txnBuilder, w *wire, t byte, local map[uint32]*
 		b.add(c, size)
 	}
 	return nil
+}
+
+// values returns room for n values of a change for b: from the slab, or,
+// when b encodes each change at once, from a buffer reused for the next.
+func (d *Decoder) values(b *txnBuilder, n int) []change.Value {
+	if b.encode == nil {
+		return d.slab.values(n)
+	}
+	if cap(d.encVals) < n {
+		d.encVals = make([]change.Value, n)
+	}
+	v := d.encVals[:n:n]
+	clear(v)
+	return v
+}
+
+// bools is values for an update's Changed flags.
+func (d *Decoder) bools(b *txnBuilder, n int) []bool {
+	if b.encode == nil {
+		return d.slab.bools(n)
+	}
+	if cap(d.encFlag) < n {
+		d.encFlag = make([]bool, n)
+	}
+	return d.encFlag[:n:n]
 }
 
 // row reads a tuple into dst (len 0 or n, capacity n) and checks that it
@@ -536,6 +591,11 @@ type txnBuilder struct {
 	emitted    int // fragments emitted so far
 	lastLen    int // changes in the last fragment emitted: the next one's likely size
 	heartbeats []*change.Heartbeat
+
+	// encode, when set, takes each change at once instead of a fragment
+	// (the StreamEncoder path); relation changes are not passed.
+	encode func(c *change.Change)
+	held   change.Change // the change being encoded
 }
 
 func (d *Decoder) newTxn(hdr change.Txn, out *[]change.Event) *txnBuilder {
@@ -552,7 +612,16 @@ func (b *txnBuilder) setOrigin(name string, lsn change.LSN) {
 // add appends c, first emitting the current fragment if it is full. A full
 // fragment waits for the next change so the one Commit ends is never empty.
 func (b *txnBuilder) add(c change.Change, size int) {
-	if b.frag != nil && (len(b.frag.Changes) >= b.maxChanges || b.fragBytes >= b.maxBytes) {
+	if b.encode != nil {
+		if c.Op != change.OpRelation {
+			// Through a field, so c itself stays off the heap.
+			b.held = c
+			b.encode(&b.held)
+			b.held = change.Change{}
+		}
+		return
+	}
+	if b.frag != nil && (len(b.frag.Changes) >= b.maxChanges || b.fragBytes >= b.maxBytes || len(b.frag.Encoded) > 0) {
 		b.flush(false)
 	}
 	if b.frag == nil {
@@ -565,6 +634,23 @@ func (b *txnBuilder) add(c change.Change, size int) {
 	}
 	b.frag.Changes = append(b.frag.Changes, c)
 	b.fragBytes += size
+}
+
+// addEncoded appends encoded changes, first emitting the current fragment
+// if it holds Changes or is full. Fragments of encoded bytes are cut at
+// most bytes (a larger single record makes a larger fragment).
+func (b *txnBuilder) addEncoded(p []byte, most int) {
+	if b.frag != nil && (len(b.frag.Changes) > 0 || len(b.frag.Encoded) >= most) {
+		b.flush(false)
+	}
+	if b.frag == nil {
+		f := b.hdr
+		f.Fragment = b.emitted
+		f.Encoded = make([]byte, 0, max(most, len(p)))
+		b.frag = &f
+	}
+	b.frag.Encoded = append(b.frag.Encoded, p...)
+	b.fragBytes += len(p)
 }
 
 func (b *txnBuilder) flush(last bool) {

@@ -3,6 +3,7 @@ package pgwal
 import (
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/freshetdb/freshet/change"
 	"github.com/jackc/pglogrepl"
@@ -128,11 +129,24 @@ func BenchmarkDecodeUpdate(b *testing.B) {
 // BenchmarkDecodeStreamed measures the cost per row of a transaction
 // streamed while in progress (protocol 2): each row kept in the stream
 // buffer (spilled past the default 64 MiB MemoryLimit) and, after Stream
-// Commit, read back and decoded fragment by fragment. Run it with
-// -benchtime 1000000x to stream one million-row transaction.
+// Commit, read back fragment by fragment: decoded then (at-commit), or
+// decoded as it arrived and kept encoded, as freshet tail does
+// (encoded-none: --format none, encoded-json). arrive-ns/row is the time
+// spent while the transaction streams, commit-ns/row the time from its
+// Stream Commit to its last fragment. Run it with -benchtime 1000000x to
+// stream one million-row transaction.
 func BenchmarkDecodeStreamed(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		enc  StreamEncoder
+	}{{"at-commit", nil}, {"encoded-none", nothing{}}, {"encoded-json", change.JSONEncoder{}}} {
+		b.Run(bc.name, func(b *testing.B) { benchDecodeStreamed(b, bc.enc) })
+	}
+}
+
+func benchDecodeStreamed(b *testing.B, e StreamEncoder) {
 	s := enc{stream: true, xid: 700}
-	d := NewDecoder(DecoderOptions{ProtoVersion: 2, SpillDir: b.TempDir()})
+	d := NewDecoder(DecoderOptions{ProtoVersion: 2, SpillDir: b.TempDir(), StreamEncoder: e})
 	defer d.Close()
 	msg := s.insert(benchSmall.OID, benchSmallRow)
 	b.SetBytes(int64(len(msg)))
@@ -144,6 +158,7 @@ func BenchmarkDecodeStreamed(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	t0 := time.Now()
 	decode(encStreamStart(700, true))
 	decode(s.relation(benchSmall))
 	for i := 0; i < b.N; i++ {
@@ -154,8 +169,9 @@ func BenchmarkDecodeStreamed(b *testing.B) {
 		decode(msg)
 	}
 	decode(encStreamStop())
+	t1 := time.Now()
 	decode(encStreamCommit(700, 0x300, 0x308, ts2))
-	rows := 0
+	rows, encoded := 0, 0
 	for {
 		ev, err := d.Next()
 		if err != nil {
@@ -165,8 +181,15 @@ func BenchmarkDecodeStreamed(b *testing.B) {
 			break
 		}
 		rows += len(ev.(*change.Txn).Changes)
+		encoded += len(ev.(*change.Txn).Encoded)
 	}
-	if rows < b.N {
+	t2 := time.Now()
+	if e == nil && rows < b.N {
 		b.Fatalf("read back %d changes, want at least %d", rows, b.N)
 	}
+	if _, ok := e.(change.JSONEncoder); ok && encoded < b.N {
+		b.Fatalf("read back %d encoded bytes for %d rows", encoded, b.N)
+	}
+	b.ReportMetric(float64(t1.Sub(t0).Nanoseconds())/float64(b.N), "arrive-ns/row")
+	b.ReportMetric(float64(t2.Sub(t1).Nanoseconds())/float64(b.N), "commit-ns/row")
 }

@@ -1,7 +1,9 @@
 package pgwal
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -182,18 +184,21 @@ func TestDecode(t *testing.T) {
 	}
 }
 
-func TestDecodeStreamed(t *testing.T) {
+// streamedCase is a protocol 2 stream and its decoding.
+type streamedCase struct {
+	name string
+	opts DecoderOptions
+	msgs [][]byte
+	want string
+}
+
+func streamedCases() []streamedCase {
 	s7 := enc{stream: true, xid: 700}
 	s7sub := enc{stream: true, xid: 701}
 	s8 := enc{stream: true, xid: 800}
 	e := enc{}
 	ins := func(e enc, id string) []byte { return e.insert(16384, cols(txt(id), null(), null())) }
-	tests := []struct {
-		name string
-		opts DecoderOptions
-		msgs [][]byte
-		want string
-	}{
+	return []streamedCase{
 		{
 			name: "chunks interleaved with a normal transaction",
 			msgs: [][]byte{
@@ -275,7 +280,10 @@ func TestDecodeStreamed(t *testing.T) {
 				"heartbeat lsn=0/300 seq=5 written=2026-01-02T03:04:06Z\n",
 		},
 	}
-	for _, tt := range tests {
+}
+
+func TestDecodeStreamed(t *testing.T) {
+	for _, tt := range streamedCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.opts.ProtoVersion = 2
 			tt.opts.SpillDir = t.TempDir()
@@ -473,10 +481,94 @@ func TestDecodeStreamedMillionRowsBoundedMemory(t *testing.T) {
 	if testing.Short() || decodeRace {
 		t.Skip("a million rows: not in -short or -race runs")
 	}
+	// Decoded at the commit, or encoded as it arrives and kept in that
+	// form (freshet tail's JSON): the same bound either way.
+	for _, e := range []StreamEncoder{nil, change.JSONEncoder{}} {
+		t.Run(fmt.Sprintf("encoder %T", e), func(t *testing.T) { streamedMillionRows(t, e) })
+	}
+}
+
+func streamedMillionRows(t *testing.T, e StreamEncoder) {
 	const rows = 1_000_000
 	dir := t.TempDir()
-	d := NewDecoder(DecoderOptions{ProtoVersion: 2, MemoryLimit: 4 << 20, SpillDir: dir})
+	d := NewDecoder(DecoderOptions{ProtoVersion: 2, MemoryLimit: 4 << 20, SpillDir: dir, StreamEncoder: e})
 	defer d.Close()
+	sample, peak := liveHeap()
+	streamRows(t, d, dir, rows, sample)
+	var out bytes.Buffer
+	jw := change.NewTxnJSONWriter(&out)
+	var got, frags int
+	row := func(id []byte) {
+		if want := strconv.Itoa(got); string(id) != want {
+			t.Fatalf("row %d has id %s, want %s", got, id, want)
+		}
+		got++
+	}
+	for {
+		ev, err := d.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev == nil {
+			break
+		}
+		tx := ev.(*change.Txn)
+		if e != nil && len(tx.Changes) > 0 {
+			t.Fatalf("fragment %d carries %d decoded changes, want encoded bytes only", tx.Fragment, len(tx.Changes))
+		}
+		for _, c := range tx.Changes {
+			if c.Op == change.OpInsert {
+				row(c.New[0].Data)
+			}
+		}
+		if e != nil {
+			// Check the printed rows' order as they go, holding none.
+			out.Reset()
+			if err := jw.Write(tx); err != nil {
+				t.Fatal(err)
+			}
+			const key = `"new":{"id":"`
+			for b := out.Bytes(); bytes.Contains(b, []byte(key)); {
+				b = b[bytes.Index(b, []byte(key))+len(key):]
+				row(b[:bytes.IndexByte(b, '"')])
+			}
+		}
+		if frags++; frags%20 == 0 {
+			sample()
+		}
+	}
+	if got != rows {
+		t.Fatalf("rows read back = %d, want %d", got, rows)
+	}
+	if n := len(spillFiles(t, dir)); n != 0 {
+		t.Errorf("spill files after commit = %d, want 0", n)
+	}
+	// Held whole, the transaction would take over 200 MiB of heap; its
+	// buffered records alone, unspilled, over 50 MiB.
+	const bound = 24 << 20
+	t.Logf("peak live heap %.1f MiB over %d fragments", float64(*peak)/(1<<20), frags)
+	if *peak > bound {
+		t.Errorf("peak live heap %d bytes, want at most %d", *peak, bound)
+	}
+}
+
+// liveHeap returns a function that samples the live heap (after a GC)
+// and the peak it has seen.
+func liveHeap() (sample func(), peak *uint64) {
+	peak = new(uint64)
+	return func() {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		*peak = max(*peak, ms.HeapAlloc)
+	}, peak
+}
+
+// streamRows streams one transaction of rows inserts into d (xid 700, in
+// blocks of 50,000, sampling after each) and commits it, checking that
+// nothing is delivered before the commit and that it spilled.
+func streamRows(t *testing.T, d *Decoder, dir string, rows int, sample func()) {
+	t.Helper()
 	s := enc{stream: true, xid: 700}
 	decode := func(m []byte) {
 		t.Helper()
@@ -486,13 +578,6 @@ func TestDecodeStreamedMillionRowsBoundedMemory(t *testing.T) {
 		if ev, err := d.Next(); ev != nil || err != nil {
 			t.Fatalf("Next while streaming = %v, %v; want nothing", ev, err)
 		}
-	}
-	var peak uint64
-	sample := func() {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		peak = max(peak, ms.HeapAlloc)
 	}
 	msg := make([]byte, 0, 64)
 	for i := 0; i < rows; i++ {
@@ -515,41 +600,6 @@ func TestDecodeStreamedMillionRowsBoundedMemory(t *testing.T) {
 	}
 	if err := d.Decode(encStreamCommit(700, 0x300, 0x308, ts2), 2); err != nil {
 		t.Fatal(err)
-	}
-	var got, frags int
-	for {
-		ev, err := d.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ev == nil {
-			break
-		}
-		tx := ev.(*change.Txn)
-		for _, c := range tx.Changes {
-			if c.Op == change.OpInsert {
-				if want := strconv.Itoa(got); string(c.New[0].Data) != want {
-					t.Fatalf("row %d has id %s, want %s", got, c.New[0].Data, want)
-				}
-				got++
-			}
-		}
-		if frags++; frags%20 == 0 {
-			sample()
-		}
-	}
-	if got != rows {
-		t.Fatalf("rows read back = %d, want %d", got, rows)
-	}
-	if n := len(spillFiles(t, dir)); n != 0 {
-		t.Errorf("spill files after commit = %d, want 0", n)
-	}
-	// Held whole, the transaction would take over 200 MiB of heap; its
-	// buffered records alone, unspilled, over 50 MiB.
-	const bound = 24 << 20
-	t.Logf("peak live heap %.1f MiB over %d fragments", float64(peak)/(1<<20), frags)
-	if peak > bound {
-		t.Errorf("peak live heap %d bytes, want at most %d", peak, bound)
 	}
 }
 

@@ -49,6 +49,14 @@
 // its every fragment carries the whole header, EndLSN included. Relation messages inside a
 // streamed transaction take effect at their point in it.
 //
+// With DecoderOptions.StreamEncoder set, a streamed change is decoded when
+// it arrives (so a malformed one fails there) and passed to the encoder,
+// and the chunks hold its encoding instead of the message: the fragments
+// read back at Stream Commit carry Encoded bytes and no Changes, so the
+// commit costs copying bytes, not decoding the transaction. freshet tail
+// encodes into its JSON lines (change.JSONEncoder), or into nothing with
+// --format none, where a streamed transaction keeps no buffer at all.
+//
 // Decode copies each message it keeps once, into memory the Decoder owns
 // and hands out in 16 KiB chunks; values slice into it, so decoding a row
 // costs a small fraction of an allocation. The caller may reuse its buffer

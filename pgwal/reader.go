@@ -259,10 +259,12 @@ type Reader struct {
 // partialTxn is a transaction whose first fragments were delivered before
 // the connection was lost; it is resent whole after the resume.
 type partialTxn struct {
-	commit   change.LSN
-	changes  int // non-relation changes delivered
-	nextFrag int
-	skip     int // non-relation changes still to skip in the resent copy
+	commit    change.LSN
+	changes   int // non-relation changes delivered
+	bytes     int // Encoded bytes delivered (DecoderOptions.StreamEncoder)
+	nextFrag  int
+	skip      int // non-relation changes still to skip in the resent copy
+	skipBytes int // Encoded bytes still to skip in it
 }
 
 // batch is one entry of the receive queue: XLogData messages, copied
@@ -503,6 +505,7 @@ func (r *Reader) newDecoder() {
 	if r.partial != nil {
 		// The server sends the cut-off transaction again from its start.
 		r.partial.skip = r.partial.changes
+		r.partial.skipBytes = r.partial.bytes
 	}
 	opts := r.cfg.Decoder
 	opts.ProtoVersion = r.cfg.ProtoVersion
@@ -570,7 +573,10 @@ func (r *Reader) filter(ev change.Event) change.Event {
 			if p.skip > 0 {
 				e.Changes = skipChanges(e.Changes, &p.skip)
 			}
-			if len(e.Changes) == 0 && !e.Last {
+			if k := min(p.skipBytes, len(e.Encoded)); k > 0 {
+				e.Encoded, p.skipBytes = e.Encoded[k:], p.skipBytes-k
+			}
+			if len(e.Changes) == 0 && len(e.Encoded) == 0 && !e.Last {
 				return nil
 			}
 			e.Fragment = p.nextFrag
@@ -583,6 +589,7 @@ func (r *Reader) filter(ev change.Event) change.Event {
 				r.partial = &partialTxn{commit: e.CommitLSN}
 			}
 			r.partial.changes += countChanges(e.Changes)
+			r.partial.bytes += len(e.Encoded)
 			r.partial.nextFrag = e.Fragment + 1
 		}
 		r.mu.Lock()

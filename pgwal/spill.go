@@ -25,12 +25,20 @@ import (
 // Stream Commit the records are read back in order (file, then memory) and
 // decoded one fragment at a time.
 //
+// With a StreamEncoder, a change's record holds its encoding instead of
+// its message, marked by the top bit of the length (a pgoutput message is
+// below 1 GiB), and an empty encoding is not kept at all; Relation
+// messages and heartbeats stay messages. Read back, encoded records
+// become fragments' Encoded bytes as they are.
+//
 // Memory is counted by chunk capacity, not by bytes written, so what the
 // decoder holds (chunks in use plus free ones) stays within MemoryLimit
 // plus one chunk per open transaction.
 
 const (
 	recordHeader   = 8
+	recordEncoded  = 1 << 31 // length bit: the record is a StreamEncoder's output
+	maxEncodedFrag = 64 << 10
 	minStreamChunk = 4 << 10
 	maxStreamChunk = 256 << 10
 )
@@ -43,8 +51,9 @@ type streamTxn struct {
 	memBytes  int64    // bytes of records in chunks
 	file      *os.File // spill file, nil until the first spill
 	fileBytes int64
-	aborted   map[uint32]bool      // aborted subtransactions: their records are skipped
-	rels      map[uint32]streamRel // last shape each relation had in the stream
+	aborted   map[uint32]bool             // aborted subtransactions: their records are skipped
+	rels      map[uint32]streamRel        // last shape each relation had in the stream
+	local     map[uint32]*change.Relation // the same shapes, to decode changes as they arrive
 }
 
 type streamRel struct {
@@ -93,10 +102,15 @@ func (d *Decoder) write(st *streamTxn, p []byte) {
 	}
 }
 
-// appendRecord keeps one message of subtransaction subxid.
-func (d *Decoder) appendRecord(st *streamTxn, subxid uint32, msg []byte) {
+// appendRecord keeps one message (or, encoded, one change's encoding) of
+// subtransaction subxid.
+func (d *Decoder) appendRecord(st *streamTxn, subxid uint32, msg []byte, encoded bool) {
 	var h [recordHeader]byte
-	binary.BigEndian.PutUint32(h[0:], uint32(len(msg)))
+	n := uint32(len(msg))
+	if encoded {
+		n |= recordEncoded
+	}
+	binary.BigEndian.PutUint32(h[0:], n)
 	binary.BigEndian.PutUint32(h[4:], subxid)
 	d.write(st, h[:])
 	d.write(st, msg)
@@ -167,16 +181,17 @@ func (m *memReader) read(n int, buf func(int) []byte) ([]byte, bool) {
 	return out, true
 }
 
-// record reads the next record: its message and subtransaction xid.
-func (m *memReader) record(buf func(int) []byte) (msg []byte, subxid uint32, ok bool) {
+// record reads the next record: its message, subtransaction xid and
+// whether it is encoded.
+func (m *memReader) record(buf func(int) []byte) (msg []byte, subxid uint32, encoded, ok bool) {
 	hb, ok := m.read(recordHeader, m.header)
 	if !ok {
-		return nil, 0, false
+		return nil, 0, false, false
 	}
-	n := int(binary.BigEndian.Uint32(hb[0:]))
+	n := binary.BigEndian.Uint32(hb[0:])
 	subxid = binary.BigEndian.Uint32(hb[4:])
-	msg, ok = m.read(n, buf)
-	return msg, subxid, ok
+	msg, ok = m.read(int(n&^recordEncoded), buf)
+	return msg, subxid, n&recordEncoded != 0, ok
 }
 
 // abortSub drops the records of an aborted subtransaction: at once from
@@ -189,6 +204,7 @@ func (d *Decoder) abortSub(st *streamTxn, subxid uint32) {
 	for oid, r := range st.rels {
 		if r.subxid == subxid {
 			delete(st.rels, oid)
+			delete(st.local, oid)
 		}
 	}
 	old := st.chunks
@@ -202,12 +218,12 @@ func (d *Decoder) abortSub(st *streamTxn, subxid uint32) {
 		return tmp[:n]
 	}
 	for {
-		msg, sub, ok := m.record(grow)
+		msg, sub, enc, ok := m.record(grow)
 		if !ok {
 			break
 		}
 		if sub != subxid {
-			d.appendRecord(st, sub, msg)
+			d.appendRecord(st, sub, msg, enc)
 		}
 	}
 	d.releaseChunks(old)
@@ -310,6 +326,9 @@ func (d *Decoder) decodeInStream(t byte, w *wire) error {
 		return w.err
 	}
 	subxid := w.u32("xid")
+	if d.opts.StreamEncoder != nil && w.err == nil && d.encodable(t, w) {
+		return d.encodeInStream(st, subxid, t, w)
+	}
 	// Check the message now, so a malformed one fails where it arrived,
 	// not when the transaction commits.
 	switch t {
@@ -320,8 +339,10 @@ func (d *Decoder) decodeInStream(t byte, w *wire) error {
 		}
 		if st.rels == nil {
 			st.rels = make(map[uint32]streamRel)
+			st.local = make(map[uint32]*change.Relation)
 		}
 		st.rels[r.OID] = streamRel{rel: r, subxid: subxid}
+		st.local[r.OID] = r
 	case msgInsert:
 		w.u32("relation OID")
 		w.marker("Insert", tupleNew)
@@ -355,13 +376,60 @@ func (d *Decoder) decodeInStream(t byte, w *wire) error {
 		return w.err
 	}
 	clear(d.scratch)
-	// Make room first, so that the record's chunks are taken within the
-	// limit, and again after, for a record larger than the limit.
-	if err := d.maybeSpill(int64(recordHeader + len(w.b))); err != nil {
+	return d.keep(st, subxid, w.b, false)
+}
+
+// keep appends a record to st, spilling as needed: first, so that the
+// record's chunks are taken within the limit, and again after, for a
+// record larger than the limit.
+func (d *Decoder) keep(st *streamTxn, subxid uint32, rec []byte, encoded bool) error {
+	if err := d.maybeSpill(int64(recordHeader + len(rec))); err != nil {
 		return err
 	}
-	d.appendRecord(st, subxid, w.b)
+	d.appendRecord(st, subxid, rec, encoded)
 	return d.maybeSpill(0)
+}
+
+// encodable reports whether a stream message (w positioned after its xid)
+// is a change for the StreamEncoder: a row change, a truncate, or a
+// transactional logical message other than a heartbeat. Relation messages
+// and heartbeats stay messages (heartbeats become Heartbeat events at the
+// commit); a non-transactional message is emitted at once.
+func (d *Decoder) encodable(t byte, w *wire) bool {
+	switch t {
+	case msgInsert, msgUpdate, msgDelete, msgTruncate:
+		return true
+	case msgMessage:
+		r := wire{b: w.b, off: w.off}
+		m := r.message()
+		return r.err == nil && m.transactional && (d.opts.HeartbeatPrefix == "" || m.prefix != d.opts.HeartbeatPrefix)
+	}
+	return false
+}
+
+// encodeInStream decodes a streamed change as it arrives (w positioned
+// after its xid), with the stream's own relation shapes, and keeps its
+// StreamEncoder encoding rather than the message.
+func (d *Decoder) encodeInStream(st *streamTxn, subxid uint32, t byte, w *wire) error {
+	if d.enc == nil {
+		enc := d.opts.StreamEncoder
+		d.enc = &txnBuilder{encode: func(c *change.Change) { d.encBuf = enc.AppendChange(d.encBuf, c) }}
+	}
+	d.encBuf = d.encBuf[:0]
+	var err error
+	if t == msgMessage {
+		err = d.applyMessage(d.enc, w)
+	} else {
+		err = d.applyChange(d.enc, w, t, st.local)
+	}
+	if err != nil || len(d.encBuf) == 0 {
+		return err
+	}
+	err = d.keep(st, subxid, d.encBuf, true)
+	if cap(d.encBuf) > maxEncodedFrag {
+		d.encBuf = nil // one huge value: do not hold its buffer
+	}
+	return err
 }
 
 // marker reads a tuple marker and fails unless it is one of want.
@@ -475,6 +543,7 @@ type replay struct {
 	mem      memReader          // the records that were never spilled
 	memFreed int                // chunks before this one are let go
 	hdr      [recordHeader]byte // a record header read from the spill file
+	buf      []byte             // an encoded record read from the spill file
 	local    map[uint32]*change.Relation
 	done     bool
 }
@@ -485,7 +554,7 @@ func (r *replay) next() (change.Event, error) {
 		if r.done {
 			return nil, nil
 		}
-		rec, sub, err := r.read()
+		rec, sub, enc, err := r.read()
 		if err == io.EOF {
 			r.b.finish()
 			r.done = true
@@ -495,6 +564,10 @@ func (r *replay) next() (change.Event, error) {
 			return nil, err
 		}
 		if r.st.aborted[sub] {
+			continue
+		}
+		if enc {
+			r.b.addEncoded(rec, maxEncodedFrag)
 			continue
 		}
 		if err := r.apply(rec); err != nil {
@@ -510,38 +583,47 @@ func (r *replay) next() (change.Event, error) {
 	return ev, nil
 }
 
-// read returns the next record, in memory the decoder owns.
-func (r *replay) read() ([]byte, uint32, error) {
+// read returns the next record, in memory the decoder owns (an encoded
+// one in memory reused by the next read: addEncoded copies it).
+func (r *replay) read() (rec []byte, subxid uint32, encoded bool, err error) {
 	if r.rd != nil {
 		h := r.hdr[:]
 		if _, err := io.ReadFull(r.rd, h); err != nil {
 			if err != io.EOF {
-				return nil, 0, fmt.Errorf("read back streamed transaction %d from %s: %w", r.st.xid, r.st.file.Name(), err)
+				return nil, 0, false, fmt.Errorf("read back streamed transaction %d from %s: %w", r.st.xid, r.st.file.Name(), err)
 			}
 			r.rd = nil
 		} else {
-			n := binary.BigEndian.Uint32(h[0:])
+			w := binary.BigEndian.Uint32(h[0:])
+			n, encoded := w&^recordEncoded, w&recordEncoded != 0
 			if int64(n) > r.st.fileBytes {
-				return nil, 0, fmt.Errorf("read back streamed transaction %d from %s: record of %d bytes in a %d-byte file: the file is corrupt", r.st.xid, r.st.file.Name(), n, r.st.fileBytes)
+				return nil, 0, false, fmt.Errorf("read back streamed transaction %d from %s: record of %d bytes in a %d-byte file: the file is corrupt", r.st.xid, r.st.file.Name(), n, r.st.fileBytes)
 			}
-			rec := r.d.slab.alloc(int(n))
+			if encoded {
+				if cap(r.buf) < int(n) || cap(r.buf) > maxEncodedFrag && int(n) <= maxEncodedFrag {
+					r.buf = make([]byte, n, max(n, 4<<10))
+				}
+				rec = r.buf[:n]
+			} else {
+				rec = r.d.slab.alloc(int(n))
+			}
 			if _, err := io.ReadFull(r.rd, rec); err != nil {
-				return nil, 0, fmt.Errorf("read back streamed transaction %d from %s: %w", r.st.xid, r.st.file.Name(), err)
+				return nil, 0, false, fmt.Errorf("read back streamed transaction %d from %s: %w", r.st.xid, r.st.file.Name(), err)
 			}
-			return rec, binary.BigEndian.Uint32(h[4:]), nil
+			return rec, binary.BigEndian.Uint32(h[4:]), encoded, nil
 		}
 	}
 	// Records in memory are never written again: values may slice into
 	// them. A chunk read to its end is let go, so the consumer's dropping
 	// its values frees it.
-	rec, sub, ok := r.mem.record(r.d.slab.alloc)
+	rec, sub, enc, ok := r.mem.record(r.d.slab.alloc)
 	for ; r.memFreed < r.mem.ci; r.memFreed++ {
 		r.mem.chunks[r.memFreed] = nil
 	}
 	if !ok {
-		return nil, 0, io.EOF
+		return nil, 0, false, io.EOF
 	}
-	return rec, sub, nil
+	return rec, sub, enc, nil
 }
 
 // apply decodes one record (a whole in-stream message, xid included).

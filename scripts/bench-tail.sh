@@ -4,7 +4,8 @@
 # transactions, then one 1,000,000-row transaction), in pgoutput protocol
 # versions 1 and 2, one after the other in one run. Results: docs/benchmarks.md.
 #
-# Usage: scripts/bench-tail.sh [freshet bench-tail flags, e.g. --reps 5 --cpuprofile-dir /tmp/prof]
+# Usage: scripts/bench-tail.sh [freshet bench-tail flags, e.g. --reps 5 --cpuprofile-dir /tmp/prof,
+# or --compare OLD_BINARY to time an older build on the same WAL in the same run]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-postgres.sh

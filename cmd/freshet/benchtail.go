@@ -29,6 +29,9 @@ point, writes a workload, and drains the same WAL once with
 'freshet tail --until L --format none' and once with
 'pg_recvlogical --endpos L -f /dev/null', one after the other, for each
 pgoutput protocol version. Prints seconds, throughput and the ratio.
+With --compare OLD, a second freshet binary drains the same WAL too (on
+slots of its own, in rotation with the others), so a change is measured
+against the code before it in one run.
 
 Flags:
 `
@@ -76,6 +79,7 @@ func (m *Main) runBenchTail(ctx context.Context, args []string) error {
 		only     = fs.String("workloads", "a,b", "workloads to run: a (small transactions), b (one large transaction)")
 		parallel = fs.Bool("parallel", false, "run freshet tail and pg_recvlogical at the same time instead of one after the other")
 		extra    = fs.String("tail-args", "", "extra flags for freshet tail, space-separated (e.g. \"--heartbeat 0\")")
+		base     = fs.String("compare", "", "a second freshet binary (e.g. built from an older commit) timed in the same run, on slots of its own")
 	)
 	fs.Usage = func() {
 		printFlags(fs, benchTailUsage)
@@ -154,6 +158,10 @@ END $$;`
 	}
 	workloads = chosen
 
+	tools := []string{"freshet", "recvlogical"}
+	if *base != "" {
+		tools = append(tools, "base")
+	}
 	var results []benchResult
 	var walBytes = map[string]int64{}
 	for wi, wl := range workloads {
@@ -165,7 +173,7 @@ END $$;`
 		var slots []string
 		for _, p := range protoList {
 			for r := 0; r < *reps; r++ {
-				for _, tool := range []string{"freshet", "recvlogical"} {
+				for _, tool := range tools {
 					name := fmt.Sprintf("w%d_p%d_r%d_%s", wi, p, r, tool)
 					if _, err := conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", name); err != nil {
 						return fmt.Errorf("create slot %s: %w", name, err)
@@ -199,13 +207,11 @@ END $$;`
 		for _, p := range protoList {
 			fr := benchResult{Workload: wl.Name, Tool: "freshet tail", Proto: p}
 			pr := benchResult{Workload: wl.Name, Tool: "pg_recvlogical", Proto: p}
+			br := benchResult{Workload: wl.Name, Tool: "freshet tail (--compare)", Proto: p}
 			for r := 0; r < *reps; r++ {
-				// Alternate which goes first, so neither always runs on a
+				// Rotate which goes first, so none always runs on a
 				// warmer cache.
-				order := []string{"freshet", "recvlogical"}
-				if r%2 == 1 {
-					order = []string{"recvlogical", "freshet"}
-				}
+				order := append(append([]string(nil), tools[r%len(tools):]...), tools[:r%len(tools)]...)
 				type run struct {
 					tool   string
 					cmd    *exec.Cmd
@@ -218,14 +224,18 @@ END $$;`
 				for _, tool := range order {
 					slot := fmt.Sprintf("w%d_p%d_r%d_%s", wi, p, r, tool)
 					var cmd *exec.Cmd
-					if tool == "freshet" {
+					if tool == "freshet" || tool == "base" {
 						args := []string{"tail", "--dsn", dsn, "--slot", slot, "--publication", "bench",
 							"--until", end.String(), "--format", "none", "--proto", fmt.Sprint(p), "--log-level", "warn"}
 						args = append(args, strings.Fields(*extra)...)
 						if *profile != "" {
 							args = append(args, "--cpuprofile", filepath.Join(*profile, slot+".pprof"))
 						}
-						cmd = exec.CommandContext(ctx, bin, args...)
+						if tool == "base" {
+							cmd = exec.CommandContext(ctx, *base, args...)
+						} else {
+							cmd = exec.CommandContext(ctx, bin, args...)
+						}
 					} else {
 						args := []string{"-d", dsn, "--slot", slot, "--start", "--endpos", end.String(),
 							"-f", "/dev/null", "--no-loop",
@@ -272,10 +282,14 @@ END $$;`
 						return fmt.Errorf("%s: %w\n%s", ru.tool, ru.err, ru.stderr.String())
 					}
 					cpu := (ru.cmd.ProcessState.UserTime() + ru.cmd.ProcessState.SystemTime()).Seconds()
-					if ru.tool == "freshet" {
+					switch ru.tool {
+					case "freshet":
 						fr.Seconds = append(fr.Seconds, ru.secs)
 						fr.CPU = append(fr.CPU, cpu)
-					} else {
+					case "base":
+						br.Seconds = append(br.Seconds, ru.secs)
+						br.CPU = append(br.CPU, cpu)
+					default:
 						pr.Seconds = append(pr.Seconds, ru.secs)
 						pr.CPU = append(pr.CPU, cpu)
 					}
@@ -283,6 +297,9 @@ END $$;`
 				}
 			}
 			results = append(results, fr, pr)
+			if *base != "" {
+				results = append(results, br)
+			}
 		}
 		for _, slot := range slots {
 			_, _ = conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", slot)
@@ -307,6 +324,8 @@ END $$;`
 		ratio := ""
 		if r.Tool == "freshet tail" && i+1 < len(results) {
 			ratio = fmt.Sprintf("%.2f", results[i+1].median()/sec)
+		} else if r.Tool == "freshet tail (--compare)" && i > 0 {
+			ratio = fmt.Sprintf("%.2f", results[i-1].median()/sec)
 		}
 		txnRate := fmt.Sprintf("%.0f", float64(wl.Txns)/sec)
 		if float64(wl.Txns)/sec < 10 {

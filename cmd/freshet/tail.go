@@ -200,8 +200,13 @@ func (m *Main) tail(ctx context.Context, cfg *tailConfig) error {
 	cfg.Stream.StartLSN = cfg.From
 	t.out = &countingWriter{w: out}
 	t.w = bufio.NewWriterSize(t.out, 256<<10)
+	// A streamed transaction (protocol 2) is encoded while it streams
+	// and kept in its output form, so its commit only copies bytes out.
 	if cfg.Format == "json" {
 		t.enc = change.NewTxnJSONWriter(t.w)
+		cfg.Stream.Decoder.StreamEncoder = change.JSONEncoder{}
+	} else {
+		cfg.Stream.Decoder.StreamEncoder = noEncoding{}
 	}
 
 	r, err := pgwal.Open(ctx, cfg.Stream)
@@ -217,6 +222,12 @@ func (m *Main) tail(ctx context.Context, cfg *tailConfig) error {
 	}
 	return t.run(ctx, r)
 }
+
+// noEncoding is the StreamEncoder of --format none: changes are decoded
+// (and so checked) as they stream, and nothing of them is kept.
+type noEncoding struct{}
+
+func (noEncoding) AppendChange(dst []byte, _ *change.Change) []byte { return dst }
 
 // tailOpenError makes sure set-up errors say what to do on the command
 // line.

@@ -117,7 +117,8 @@ func mustExec(t *testing.T, dsn string, sqls ...string) {
 	}
 }
 
-func queryLSN(t *testing.T, dsn, sql string) change.LSN {
+// queryRow scans the one row sql returns into dest.
+func queryRow(t *testing.T, dsn, sql string, args []any, dest ...any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -126,10 +127,15 @@ func queryLSN(t *testing.T, dsn, sql string) change.LSN {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	var s *string
-	if err := conn.QueryRow(ctx, sql).Scan(&s); err != nil {
+	if err := conn.QueryRow(ctx, sql, args...).Scan(dest...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
+}
+
+func queryLSN(t *testing.T, dsn, sql string) change.LSN {
+	t.Helper()
+	var s *string
+	queryRow(t, dsn, sql, nil, &s)
 	if s == nil {
 		return 0
 	}
@@ -390,7 +396,9 @@ func TestTailKillResume(t *testing.T) {
 	}
 
 	start := func(extra ...string) (*exec.Cmd, *bytes.Buffer) {
-		args := append([]string{"tail", "--dsn", db.DSN, "--slot", "s", "--publication", "p", "--output", outFile, "--heartbeat", "100ms"}, extra...)
+		// The walsender streams the large transactions (protocol 2, the
+		// default), so kills also land while one streams or is read back.
+		args := append([]string{"tail", "--dsn", streamingDSN(db.DSN), "--slot", "s", "--publication", "p", "--output", outFile, "--heartbeat", "100ms"}, extra...)
 		cmd := exec.Command(bin, args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -443,6 +451,10 @@ func TestTailKillResume(t *testing.T) {
 	cmd, stderr = start("--until", until.String())
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("final tail: %v\n%s", err, stderr)
+	}
+
+	if streamedTxns(t, db.DSN, "s") == 0 {
+		t.Errorf("no transaction was streamed (pg_stat_replication_slots.stream_txns = 0): the test no longer covers protocol 2 streaming")
 	}
 
 	b, err := os.ReadFile(outFile)
