@@ -45,7 +45,8 @@ import (
 // schema change of one of its tables explains it (table_dropped,
 // schema_changed): internal, read_failed, timeout... are failures. Over
 // the CI seeds, coverage floors per shape (joins, windows, counts, ordered
-// results, binary binds, touch mode, acknowledged positions) fail a run in
+// results, aggregates, DISTINCT and DISTINCT ON in rows and touch mode,
+// binary binds, touch mode, acknowledged positions) fail a run in
 // which a regression refuses a whole shape, and touches for transactions
 // that changed nothing may be at most a quarter of all touches.
 //
@@ -103,7 +104,7 @@ func TestDifferential(t *testing.T) {
 	if !diffJoins {
 		t.Log("excluded: JOIN subscriptions (diffJoins = false)")
 	}
-	total := diffTotals{refused: map[string]int{}, ended: map[string]int{}, shapes: map[string]int{}, ddl: map[string]int{}}
+	total := diffTotals{refused: map[string]int{}, ended: map[string]int{}, shapes: map[string]int{}, ddl: map[string]int{}, touchShapes: map[string]int{}}
 	for _, seed := range seeds {
 		if !t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runDifferential(t, seed, &total) }) {
 			return
@@ -120,6 +121,7 @@ func TestDifferential(t *testing.T) {
 	t.Logf("compared %d results (%d ordered, %d counts) of %d subscriptions over %d seeds; %d writes committed, %d rolled back",
 		total.compared, total.ordered, total.counts, total.subs, total.seeds, total.commits, total.rollbacks)
 	t.Logf("compared by shape: %v", total.shapes)
+	t.Logf("touch-mode subscriptions checked by shape: %v", total.touchShapes)
 	t.Logf("refused by the query layer: %v", total.refused)
 	t.Logf("refused or ended by the engine: %v", total.ended)
 	t.Logf("schema changes: %v", total.ddl)
@@ -143,15 +145,17 @@ func TestDifferential(t *testing.T) {
 		// Coverage floors, about a third of what the CI seeds reach: a
 		// regression that refuses (or ends) every query of a shape must
 		// fail the run, not shrink it silently.
-		count := func(sub string) int {
+		countIn := func(shapes map[string]int, sub string) int {
 			n := 0
-			for shape, c := range total.shapes {
+			for shape, c := range shapes {
 				if strings.Contains(shape, sub) {
 					n += c
 				}
 			}
 			return n
 		}
+		count := func(sub string) int { return countIn(total.shapes, sub) }
+		countTouch := func(sub string) int { return countIn(total.touchShapes, sub) }
 		floors := []struct {
 			what      string
 			got, want int
@@ -163,6 +167,9 @@ func TestDifferential(t *testing.T) {
 			{"aggregate results compared", count("agg"), 18},
 			{"grouped aggregate results compared", count("+group"), 8},
 			{"aggregate results over joins compared", count("agg+join"), 7},
+			{"SELECT DISTINCT results compared", count("distinct") - count("distinct-on"), 6},
+			{"SELECT DISTINCT ON results compared", count("distinct-on"), 7},
+			{"DISTINCT and DISTINCT ON touch-mode subscriptions checked", countTouch("distinct"), 1},
 			{"ordered results compared", total.ordered, 55},
 			{"results of queries with binary binds compared", total.binary, 15},
 			{"touch-mode subscriptions checked", total.touchSubs, 13},
@@ -184,6 +191,7 @@ type diffTotals struct {
 	binary                                                     int // compared results of queries with a binary bind
 	passed                                                     int // client states compared at acknowledged positions
 	refused, ended, shapes, ddl                                map[string]int
+	touchShapes                                                map[string]int // touch-mode subscriptions checked, by shape
 }
 
 // dcol is a column of a generated table.
@@ -655,6 +663,9 @@ func (g *dgen) query() dquery {
 	if g.rng.IntN(6) == 0 {
 		return q.aggregate(from.String())
 	}
+	if g.rng.IntN(6) == 0 {
+		return q.distinct(from.String())
+	}
 	count := g.rng.IntN(6) == 0
 	var targets []string
 	if count {
@@ -879,6 +890,175 @@ func (q *qbuilder) aggregate(from string) dquery {
 	}
 	dq.shape = shape
 	return dq
+}
+
+// distinct draws a SELECT DISTINCT ("distinct" shapes) or a SELECT
+// DISTINCT ON ("distinct-on"), "+join" over a join. DISTINCT's outputs
+// are columns of types whose equal values print alike (as GROUP BY keys),
+// maybe ordered by every output (a total order) with a LIMIT. DISTINCT
+// ON's expressions are such columns too, its ORDER BY starts with them
+// (in any order and direction) and either ends with every source's
+// primary key (its outputs are then any columns) or shows only its
+// DISTINCT ON and ORDER BY columns (tied rows show alike); a LIMIT may cut
+// the groups.
+func (q *qbuilder) distinct(from string) dquery {
+	g := q.g
+	col := func() (*dcol, string) {
+		s := q.srcs[g.rng.IntN(len(q.srcs))]
+		c := &s.tb.cols[g.rng.IntN(len(s.tb.cols))]
+		return c, s.alias + "." + c.name
+	}
+	alike := func(c *dcol) bool {
+		switch c.typ {
+		case "int4", "int8", "text", "bool", "date", "timestamptz", "uuid", "varchar(12)", "bytea":
+			return true
+		}
+		return false
+	}
+	// keys draws up to n distinct columns that print alike.
+	keys := func(n int, orderable bool) []string {
+		var out []string
+		for range n * 3 {
+			c, name := col()
+			if !alike(c) || orderable && !c.ordering || slices.Contains(out, name) {
+				continue
+			}
+			if out = append(out, name); len(out) == n {
+				break
+			}
+		}
+		return out
+	}
+	sort := func(name string) string {
+		return name + g.pick([]string{"", " ASC", " DESC"}) + g.pick([]string{"", "", " NULLS FIRST", " NULLS LAST"})
+	}
+	where := ""
+	if g.rng.IntN(3) > 0 {
+		where = " WHERE " + q.pred(2)
+	}
+	join := ""
+	if len(q.srcs) > 1 {
+		join = "+join"
+	}
+	dq := dquery{binds: q.binds}
+	for _, src := range q.srcs {
+		if !slices.Contains(dq.tables, src.tb.name) {
+			dq.tables = append(dq.tables, src.tb.name)
+		}
+	}
+	limit := func() string {
+		if g.rng.IntN(2) == 0 {
+			return ""
+		}
+		dq.shape += "+limit"
+		l := " LIMIT " + q.count(int64(g.rng.IntN(6)))
+		if g.rng.IntN(3) == 0 {
+			l += " OFFSET " + q.count(int64(g.rng.IntN(3)))
+		}
+		return l
+	}
+	if g.rng.IntN(2) == 0 {
+		dq.shape = "distinct" + join
+		outs := keys(1+g.rng.IntN(3), false)
+		if len(outs) == 0 {
+			outs = []string{q.srcs[0].alias + ".k"}
+		}
+		targets := slices.Clone(outs)
+		for i := range targets {
+			targets[i] += fmt.Sprintf(" AS o%d", i)
+		}
+		sel := "SELECT DISTINCT " + strings.Join(targets, ", ") + " FROM " + from + where
+		dq.sql, dq.ref = sel, sel
+		orderable := true
+		for _, o := range outs {
+			orderable = orderable && q.colOf(o).ordering
+		}
+		if orderable && g.rng.IntN(2) == 0 {
+			// By every output, in any order: distinct rows never tie.
+			var ob []string
+			for _, i := range g.rng.Perm(len(outs)) {
+				ob = append(ob, sort(outs[i]))
+			}
+			dq.shape += "+order"
+			lim := limit()
+			order := " ORDER BY " + strings.Join(ob, ", ")
+			dq.sql = sel + order + lim
+			dq.ref = "SELECT DISTINCT " + strings.Join(targets, ", ") + ", dense_rank() OVER (" + order[1:] + ") FROM " + from + where + order + lim
+			dq.ordered = true
+		}
+		dq.binds = q.binds
+		return dq
+	}
+	dq.shape = "distinct-on" + join
+	on := keys(1+g.rng.IntN(2), true)
+	if len(on) == 0 {
+		on = []string{q.srcs[0].alias + ".k"}
+	}
+	var prefix []string
+	for _, i := range g.rng.Perm(len(on)) {
+		prefix = append(prefix, sort(on[i]))
+	}
+	order := slices.Clone(prefix)
+	var outs []string
+	if g.rng.IntN(4) > 0 {
+		// Ends with every primary key: no two rows tie.
+		// (A DISTINCT ON column again would be dropped: PostgreSQL drops
+		// an ORDER BY item that repeats an earlier one.)
+		for range g.rng.IntN(3) {
+			if c := q.orderColumn(); !slices.Contains(on, c) {
+				order = append(order, sort(c))
+			}
+		}
+		for _, s := range q.srcs {
+			for _, k := range s.tb.pk {
+				if c := s.alias + "." + k; !slices.Contains(on, c) {
+					order = append(order, sort(c))
+				}
+			}
+		}
+		for range 1 + g.rng.IntN(3) {
+			_, name := col()
+			outs = append(outs, name)
+		}
+	} else {
+		// Shows only DISTINCT ON and ORDER BY columns that print alike.
+		dq.shape += "+ties"
+		more := keys(g.rng.IntN(3), true)
+		for _, m := range more {
+			if !slices.Contains(on, m) {
+				order = append(order, sort(m))
+			}
+		}
+		all := append(slices.Clone(on), more...)
+		for range 1 + g.rng.IntN(3) {
+			outs = append(outs, all[g.rng.IntN(len(all))])
+		}
+	}
+	targets := slices.Clone(outs)
+	for i := range targets {
+		targets[i] += fmt.Sprintf(" AS o%d", i)
+	}
+	ob := " ORDER BY " + strings.Join(order, ", ")
+	lim := limit()
+	head := "SELECT DISTINCT ON (" + strings.Join(on, ", ") + ") " + strings.Join(targets, ", ")
+	dq.sql = head + " FROM " + from + where + ob + lim
+	// One row per group, the groups ordered by the DISTINCT ON prefix:
+	// the rank by that prefix is the row's tie group.
+	dq.ref = head + ", dense_rank() OVER (ORDER BY " + strings.Join(prefix, ", ") + ") FROM " + from + where + ob + lim
+	dq.ordered = true
+	dq.binds = q.binds
+	return dq
+}
+
+// colOf returns the column a qualified name (alias.column) names.
+func (q *qbuilder) colOf(name string) *dcol {
+	alias, c, _ := strings.Cut(name, ".")
+	for _, s := range q.srcs {
+		if s.alias == alias {
+			return s.tb.col(c)
+		}
+	}
+	return nil
 }
 
 // windowCount draws a LIMIT or OFFSET from the whole range of bigint:
@@ -1380,6 +1560,7 @@ func (w *touchWatch) check(total *diffTotals) error {
 			continue // ended by a schema change, or refused
 		}
 		total.touchSubs++
+		total.touchShapes[s.q.shape]++
 		explained := make([]bool, len(touches))
 		for j, tx := range w.txns {
 			if s.broken >= 0 && j >= s.broken {

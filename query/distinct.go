@@ -1,6 +1,7 @@
 package query
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -307,7 +308,14 @@ func (c *compiler) distinctOn(p *Plan, list []*pg.Node, targets []*pg.ResTarget)
 		if err := c.orderType(s, sb.Location); err != nil {
 			return err
 		}
-		sorts = append(sorts, sortItem{canon: c.canon(e), s: s, sb: sb})
+		// An item that repeats an earlier one is dropped, whatever its
+		// direction, as PostgreSQL drops it (verified: ORDER BY a, b, a
+		// DESC under DISTINCT ON (a) is accepted); it could not change
+		// the order anyway.
+		it := sortItem{canon: c.canon(e), s: s, sb: sb}
+		if !slices.ContainsFunc(sorts, func(x sortItem) bool { return x.canon == it.canon }) {
+			sorts = append(sorts, it)
+		}
 	}
 	// PostgreSQL's transformDistinctOnClause: the ORDER BY items that are
 	// DISTINCT ON items come first, and when some DISTINCT ON item is not
@@ -319,7 +327,7 @@ func (c *compiler) distinctOn(p *Plan, list []*pg.Node, targets []*pg.ResTarget)
 			continue
 		}
 		if skipped {
-			return refusalAt(it.sb.Location, CodeDistinct, "SELECT DISTINCT ON expressions must match initial ORDER BY expressions")
+			return refusalAt(nodeLocation(it.sb.Node), CodeDistinct, "SELECT DISTINCT ON expressions must match initial ORDER BY expressions")
 		}
 		inOrder[it.canon] = true
 	}
