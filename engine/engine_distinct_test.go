@@ -25,6 +25,8 @@ var distinctQueries = []refQuery{
 	{sql: `SELECT DISTINCT ON (r.zone) r.zone, s.id, s.amount FROM regions r LEFT JOIN sales s ON s.region = r.name
   ORDER BY r.zone, s.amount NULLS FIRST, s.id, r.name`, ordered: true},
 	{sql: `SELECT DISTINCT ON (amount / 10) amount / 10 AS tens, id FROM sales WHERE amount IS NOT NULL ORDER BY amount / 10, id DESC`},
+	{sql: `SELECT DISTINCT ON (region) region, id FROM sales WHERE region IN (SELECT name FROM regions WHERE zone < 3) ORDER BY region, id DESC`, ordered: true},
+	{sql: `SELECT DISTINCT small, ok FROM sales WHERE region IN (SELECT name FROM regions WHERE zone <> 2)`},
 }
 
 // DISTINCT and DISTINCT ON subscriptions stay equal to PostgreSQL's own

@@ -191,7 +191,7 @@ func (c *compiler) expandStar(list []*pg.Node) ([]*pg.Node, error) {
 			return nil, err
 		}
 		for i, s := range c.sources {
-			if src >= 0 && i != src {
+			if src >= 0 && i != src || !c.visible(i) {
 				continue
 			}
 			s.Star = true
@@ -395,6 +395,9 @@ func (c *compiler) firstDetermined(targets []*pg.ResTarget, outCanon []string, o
 	keyed := true
 	var missing []string
 	for i, s := range c.sources {
+		if s.Join == JoinSemi {
+			continue // an IN (subquery) never repeats a row
+		}
 		for _, name := range s.Table.RowKey() {
 			_, ci := s.Table.Column(name)
 			if !sortCanon["col:"+strconv.Itoa(i)+":"+strconv.Itoa(ci)] {
