@@ -118,3 +118,44 @@ func readAllUsers(t *testing.T, conn *pgx.Conn, p *Plan) []string {
 	}
 	return ids
 }
+
+// An empty typed array is typed all the same: PostgreSQL resolves
+// x = ANY($1) from the array's element type whatever its elements, so
+// float8 = ANY('{}'::text[]) is an error there and must be refused here
+// (the differential soak's seed 1796172057725376585 had it accepted,
+// because the types were compared element by element only). Whatever the
+// engine accepts, PostgreSQL must accept too.
+func TestAnyEmptyArrayType(t *testing.T) {
+	conn, cat := testDB(t)
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, `CREATE TABLE anyt (k int PRIMARY KEY, f float8, n int4, s text, b bool)`); err != nil {
+		t.Fatal(err)
+	}
+	opts := DefaultOptions()
+	opts.Catalog = cat
+	arrays := map[string]uint32{"text[]": 1009, "int4[]": 1007, "int8[]": 1016, "float8[]": 1022, "bool[]": 1000}
+	refused := 0
+	for _, col := range []string{"f", "n", "s", "b"} {
+		for name, oid := range arrays {
+			for _, data := range []string{"{}", "{NULL}"} {
+				for _, form := range []string{"%s = ANY($1)", "%s <> ALL($1)", "%s < ANY($1)"} {
+					sql := "SELECT k FROM anyt WHERE " + fmt.Sprintf(form, col)
+					res := conn.PgConn().ExecParams(ctx, sql, [][]byte{[]byte(data)}, []uint32{oid}, nil, nil).Read()
+					p, r, err := Compile(ctx, sql, []Bind{{OID: oid, Data: []byte(data)}}, opts)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if p != nil && res.Err != nil {
+						t.Errorf("%s with $1 = %s::%s: accepted, where PostgreSQL says %v", sql, data, name, res.Err)
+					}
+					if r != nil {
+						refused++
+					}
+				}
+			}
+		}
+	}
+	if refused == 0 {
+		t.Fatalf("nothing refused: the cases lost their mismatched types")
+	}
+}

@@ -1028,6 +1028,7 @@ func (c *compiler) anyAll(a *pg.A_Expr, op cmpOp, isAny bool) (*expr, error) {
 		return nil, refusalAt(a.Location, CodeType, "ANY/ALL over %s values is not supported", typeName(elemOID))
 	}
 	var elems []topnd
+	var probe *topnd // a NULL of a typed array's element type
 	isNull := false
 	if ae := a.Rexpr.GetAArrayExpr(); ae != nil {
 		for _, it := range ae.Elements {
@@ -1058,6 +1059,7 @@ func (c *compiler) anyAll(a *pg.A_Expr, op cmpOp, isAny bool) (*expr, error) {
 				return nil, refusalAt(a.Location, CodeType, "ANY/ALL needs an array")
 			}
 			eo := arrayElem[arr.oid]
+			probe = &topnd{oid: eo, fam: familyOf(eo)}
 			for _, v := range av.Elems {
 				elems = append(elems, topnd{oid: eo, fam: familyOf(eo), val: v})
 			}
@@ -1091,6 +1093,16 @@ func (c *compiler) anyAll(a *pg.A_Expr, op cmpOp, isAny bool) (*expr, error) {
 	}
 	if len(elems) == 0 {
 		fam = l.fam
+		if probe != nil {
+			// An empty array is typed too: PostgreSQL resolves the
+			// operator from the element type whatever the elements
+			// (float8 = ANY('{}'::text[]) is an error), so it must
+			// compare with the left side like an element would.
+			lc := l
+			if _, err := c.comparePair(&lc, probe, op, a.Location); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if l.col == nil && l.sx == nil {
 		return nil, refusalAt(a.Location, CodeExpression, "ANY/ALL with a constant on the left is not supported")
