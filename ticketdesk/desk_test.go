@@ -198,6 +198,7 @@ func TestQuietDesk(t *testing.T) {
 		{"CheckpointFindsMismatch", testCheckpointFindsMismatch},
 		{"VerifyFindsMisroute", testVerifyFindsMisroute},
 		{"VerifyCapacityRefusal", testVerifyCapacityRefusal},
+		{"CheckpointAtClock", testCheckpointAtClock}, // last: it writes
 	} {
 		if !t.Run(tc.name, func(t *testing.T) { tc.run(t, d) }) {
 			return

@@ -61,6 +61,35 @@ type Lookup struct {
 	// context say). Its result marshals to JSON deterministically: rows
 	// are ordered by the query or sorted before they are returned.
 	Run func(ctx context.Context, db *gorm.DB, args []any) (any, error)
+	// Clock is set for a lookup whose query compares a column with now():
+	// its answer changes as the clock passes rows, and the engine's answer
+	// is exact at the database clock of its last heartbeat, not at the
+	// instant PostgreSQL reads (docs/queries.md, "Time"). Checkpoint uses
+	// it to compare exactly.
+	Clock *LookupClock
+}
+
+// LookupClock lets a verifier ask PostgreSQL for a clocked lookup's answer
+// at a given clock.
+type LookupClock struct {
+	// RunAt reads the lookup's query with now() replaced by at: PostgreSQL's
+	// answer in a transaction started at that instant.
+	RunAt func(ctx context.Context, db *gorm.DB, args []any, at time.Time) (any, error)
+	// Changes lists the clocks in (lo, hi] at which the answer can change
+	// while the data do not: between two of them (and lo), RunAt answers
+	// the same.
+	Changes func(ctx context.Context, db *gorm.DB, args []any, lo, hi time.Time) ([]time.Time, error)
+}
+
+// RecentWindow is how far back the lookup recently_updated looks.
+const RecentWindow = "30 seconds"
+
+// recentlyUpdated is the lookup recently_updated read at clock (SQL: now()
+// or a parameter standing for it).
+func recentlyUpdated(ctx context.Context, db *gorm.DB, org int64, clock string, at ...any) (any, error) {
+	args := append([]any{org}, at...)
+	return find[TicketRow](db.WithContext(ctx).Table("tickets").Select(rowCols).
+		Where("org_id = ? AND updated_at > "+clock+" - interval '"+RecentWindow+"'", args...).Order("updated_at DESC, id").Limit(10))
 }
 
 // LookupByName returns the lookup named name, or false.
@@ -411,6 +440,26 @@ func Lookups() []Lookup {
 			Run: func(ctx context.Context, db *gorm.DB, a []any) (any, error) {
 				return find[Latest](db.WithContext(ctx).Model(&Ticket{}).Select("max(updated_at) AS latest").
 					Where("org_id = ?", i64(a[0])))
+			},
+		},
+		{
+			Name: "recently_updated", Why: "a now()-relative window: the organization's tickets updated in the last " + RecentWindow + ", newest first; rows leave as the database's clock passes them, with no write",
+			Args: func(r *rand.Rand, w *World) []any { return []any{org(r, w)} },
+			Run: func(ctx context.Context, db *gorm.DB, a []any) (any, error) {
+				return recentlyUpdated(ctx, db, i64(a[0]), "now()")
+			},
+			Clock: &LookupClock{
+				RunAt: func(ctx context.Context, db *gorm.DB, a []any, at time.Time) (any, error) {
+					return recentlyUpdated(ctx, db, i64(a[0]), "?::timestamptz", at)
+				},
+				Changes: func(ctx context.Context, db *gorm.DB, a []any, lo, hi time.Time) ([]time.Time, error) {
+					// A row leaves when the clock reaches its updated_at
+					// plus the window (updated_at > clock - window).
+					out := []time.Time{}
+					err := db.WithContext(ctx).Raw("SELECT DISTINCT updated_at + interval '"+RecentWindow+"' AS t FROM tickets WHERE org_id = ? AND updated_at + interval '"+RecentWindow+"' > ? AND updated_at + interval '"+RecentWindow+"' <= ? ORDER BY 1",
+						i64(a[0]), lo, hi).Scan(&out).Error
+					return out, err
+				},
 			},
 		},
 		{

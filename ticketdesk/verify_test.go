@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -330,4 +331,95 @@ func testVerifyCapacityRefusal(t *testing.T, d *desk) {
 	if rep.Lookups[0].Misrouted == 0 {
 		t.Fatalf("without refusal codes: %+v; want the capacity refusals counted as misrouted", rep.Lookups[0])
 	}
+}
+
+// testCheckpointAtClock: the now()-relative lookup (recently_updated) is
+// compared exactly at checkpoints while the clock passes its rows with no
+// write: organization 3's tickets are stamped just inside the window and
+// leave it over two seconds. Every cached answer must equal PostgreSQL's
+// at a clock the cache may be exact at (Checkpoint's AtClock when it
+// differs from PostgreSQL's own read, which runs at a later instant); a
+// lookup whose reference is taken at the wrong clock must be a mismatch.
+func testCheckpointAtClock(t *testing.T, d *desk) {
+	ctx := ctxFor(t, time.Minute)
+	_, g := d.pool(t)
+	l, _ := ticketdesk.LookupByName("recently_updated")
+	l.Args = func(*rand.Rand, *ticketdesk.World) []any { return []any{int64(3)} }
+	if _, err := d.direct.ExecContext(ctx, `UPDATE tickets SET updated_at = now() - interval '`+ticketdesk.RecentWindow+`' + interval '1 second' + (id % 20) * interval '100 milliseconds' WHERE org_id = 3`); err != nil {
+		t.Fatal(err)
+	}
+	// A reference 10 s ahead of the clock: the rows have left it.
+	dg := gormOn(t, d.direct)
+	spoiled := l
+	spoiled.Name = "recently_updated_spoiled"
+	spoiled.Run = func(ctx context.Context, db *gorm.DB, a []any) (any, error) {
+		if db == dg {
+			return l.Clock.RunAt(ctx, db, a, time.Now().Add(10*time.Second))
+		}
+		return l.Run(ctx, db, a)
+	}
+	spoiled.Clock = &ticketdesk.LookupClock{
+		RunAt: func(ctx context.Context, db *gorm.DB, a []any, at time.Time) (any, error) {
+			return l.Clock.RunAt(ctx, db, a, at.Add(10*time.Second))
+		},
+		Changes: l.Clock.Changes,
+	}
+	rep, err := ticketdesk.Checkpoint(ctx, g, dg, []ticketdesk.Lookup{spoiled}, d.world, rand.New(rand.NewSource(3)), ticketdesk.CheckpointConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Mismatches) != 1 {
+		t.Fatalf("a reference at the wrong clock: %d mismatches, want 1 (%+v)", len(rep.Mismatches), rep)
+	}
+	// The oldest first: an answer that changes at every row the clock
+	// passes (the desk's own lookup, newest first, changes only when the
+	// last rows leave), so that the cache's clock trailing PostgreSQL's
+	// read shows.
+	oldest := func(clock string, at ...any) func(ctx context.Context, db *gorm.DB, a []any) (any, error) {
+		return func(ctx context.Context, db *gorm.DB, a []any) (any, error) {
+			out := []ticketdesk.TicketRow{}
+			err := db.WithContext(ctx).Table("tickets").Select("id, org_id, assignee_id, title, status, priority, updated_at").
+				Where("org_id = ? AND updated_at > "+clock+" - interval '"+ticketdesk.RecentWindow+"'", append(a, at...)...).
+				Order("updated_at, id").Limit(10).Find(&out).Error
+			return out, err
+		}
+	}
+	first := l
+	first.Name = "recently_updated_oldest"
+	first.Run = oldest("now()")
+	first.Clock = &ticketdesk.LookupClock{
+		RunAt: func(ctx context.Context, db *gorm.DB, a []any, at time.Time) (any, error) {
+			return oldest("?::timestamptz", at)(ctx, db, a)
+		},
+		Changes: l.Clock.Changes,
+	}
+	if _, err := d.direct.ExecContext(ctx, `UPDATE tickets SET updated_at = now() - interval '`+ticketdesk.RecentWindow+`' + interval '1 second' + (id % 3000) * interval '1 millisecond' WHERE org_id = 3`); err != nil {
+		t.Fatal(err)
+	}
+	var compared, atClock int
+	var sizes []int
+	for start := time.Now(); time.Since(start) < 5*time.Second; {
+		rep, err := ticketdesk.Checkpoint(ctx, g, nil, []ticketdesk.Lookup{l, first}, d.world, rand.New(rand.NewSource(3)), ticketdesk.CheckpointConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range rep.Mismatches {
+			t.Errorf("%s: %s", m.Lookup, m.Detail)
+		}
+		compared += rep.Compared
+		atClock += rep.AtClock
+		rows, err := l.Run(ctx, g, l.Args(nil, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, reflect.ValueOf(rows).Len())
+		time.Sleep(50 * time.Millisecond)
+	}
+	if sizes[0] == 0 || sizes[len(sizes)-1] != 0 {
+		t.Errorf("cached answers' sizes %v: want rows at first and none once the clock passed them", sizes)
+	}
+	if atClock == 0 {
+		t.Errorf("%d answers compared, none differed from PostgreSQL's read while the clock passed rows every few milliseconds: the cache's clock never trailed?", compared)
+	}
+	t.Logf("%d answers compared, %d equal to PostgreSQL only at an earlier clock; sizes %v", compared, atClock, sizes)
 }
