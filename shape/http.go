@@ -70,6 +70,7 @@ func (srv *Server) serve(w http.ResponseWriter, r *http.Request, p string) {
 		return
 	}
 	h.Set("access-control-allow-methods", shapeMethods)
+	srv.countRequest(r)
 	if r.Method == http.MethodOptions {
 		srv.options(w, r)
 		return
@@ -607,4 +608,31 @@ func (srv *Server) deleteShape(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	w.Header().Set("cache-control", "no-cache")
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// RequestCounts counts the requests to /v1/shape this server answered,
+// by kind: what reached the origin through a CDN (freshet serve exports
+// them as freshet_shape_requests_total).
+type RequestCounts struct {
+	Live  uint64 // live=true long-polls
+	SSE   uint64 // live=true&live_sse=true (or experimental_live_sse)
+	Other uint64 // every other request: initial and catch-up GETs, HEAD, POST, DELETE, OPTIONS
+}
+
+// Requests returns the counts so far.
+func (srv *Server) Requests() RequestCounts {
+	return RequestCounts{Live: srv.reqLive.Load(), SSE: srv.reqSSE.Load(), Other: srv.reqOther.Load()}
+}
+
+func (srv *Server) countRequest(r *http.Request) {
+	q := r.URL.Query()
+	on := func(name string) bool { v, ok := q[name]; return ok && len(v) > 0 && v[0] != "false" }
+	switch {
+	case r.Method == http.MethodGet && on("live") && (on("live_sse") || on("experimental_live_sse")):
+		srv.reqSSE.Add(1)
+	case r.Method == http.MethodGet && on("live"):
+		srv.reqLive.Add(1)
+	default:
+		srv.reqOther.Add(1)
+	}
 }

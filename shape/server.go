@@ -38,6 +38,8 @@ type Server struct {
 	dirtyMu  sync.Mutex
 	dirtySet map[*Shape]struct{}
 	dirtyCh  chan struct{}
+
+	reqLive, reqSSE, reqOther atomic.Uint64 // Requests
 }
 
 // Open starts a shape server: it creates the data directory, loads every

@@ -675,10 +675,21 @@ func newGeneration(ctx context.Context, cfg *serveConfig, st *serveStream, log *
 			func() float64 { tx, _ := g.rt.get(); return tx }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "freshet_rows_per_second", Help: "Row changes read in the last second."},
 			func() float64 { _, r := g.rt.get(); return r }),
+		shapeRequests(g.shapes, "live", func(c shape.RequestCounts) uint64 { return c.Live }),
+		shapeRequests(g.shapes, "sse", func(c shape.RequestCounts) uint64 { return c.SSE }),
+		shapeRequests(g.shapes, "other", func(c shape.RequestCounts) uint64 { return c.Other }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "freshet_stream_generation", Help: "Engines started on the stream by this process (a bus-fed server starts a new one when the bus breaks its chain)."},
 			func() float64 { return float64(g.n) }),
 	)
 	return g, nil
+}
+
+// shapeRequests counts the shape API's requests of one kind (what reached
+// the origin behind a CDN; docs/shape-api.md "Behind a CDN").
+func shapeRequests(srv *shape.Server, kind string, f func(shape.RequestCounts) uint64) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "freshet_shape_requests_total",
+		Help: "Requests to {base}/v1/shape this engine generation answered, by kind: live (long-poll), sse, other.", ConstLabels: prometheus.Labels{"kind": kind}},
+		func() float64 { return float64(f(srv.Requests())) })
 }
 
 // close closes every connection (4001 when the stream was lost), then the

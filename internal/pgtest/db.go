@@ -148,6 +148,22 @@ func NewDB(t testing.TB) *DB {
 	return db
 }
 
+// Exec connects to the database, runs sql (statements separated by
+// semicolons) and closes the connection; the test fails on an error.
+func (d *DB) Exec(t testing.TB, sql string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, d.DSN)
+	if err != nil {
+		t.Fatalf("pgtest: connect to %s: %v", d.Name, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		t.Fatalf("pgtest: %s: %v", sql, err)
+	}
+}
+
 func dropDB(t testing.TB, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
