@@ -63,7 +63,7 @@ http {
             # background; revalidated by etag.
             proxy_cache_background_update on;
             proxy_cache_revalidate on;
-            # SSE streams are neither cached nor buffered.
+            # SSE streams bypass the cache (events pass through as they come).
             proxy_no_cache $arg_live_sse $arg_experimental_live_sse;
             proxy_cache_bypass $arg_live_sse $arg_experimental_live_sse;
 
@@ -193,7 +193,8 @@ func cdnGet(t *testing.T, addr, query string, hdr ...string) cdnResp {
 // served from the cache within max-age (HIT) and as stale-while-revalidate
 // allows (STALE, refreshed by one background request); live long-polls
 // with one URL are collapsed into one origin request, and the next
-// cursor is a new one; nothing is served from the cache to a request
+// cursor is a new one; SSE bypasses the cache and its events pass
+// through while the stream is open; nothing is served from the cache to a request
 // that must not get it (401s, other credentials, 409s only for the URL
 // they answered).
 func TestCDN(t *testing.T) {
@@ -308,7 +309,47 @@ func TestCDN(t *testing.T) {
 		return res[0].h.Get("electric-offset") + "&cursor=" + res[0].h.Get("electric-cursor")
 	}
 	next := live(1, sq+"&offset="+offset+"&handle="+handle+"&live=true", `INSERT INTO items VALUES (10, 'ten', 10)`)
-	live(2, sq+"&offset="+next+"&handle="+handle+"&live=true", `INSERT INTO items VALUES (11, 'eleven', 11)`)
+	next = live(2, sq+"&offset="+next+"&handle="+handle+"&live=true", `INSERT INTO items VALUES (11, 'eleven', 11)`)
+
+	// SSE goes through uncached (BYPASS) and unbuffered: an event arrives
+	// while the stream is open, not when it ends (--shape-sse-timeout, 60 s).
+	req, _ := http.NewRequest("GET", "http://"+cdn+"/v1/shape?"+sq+"&offset="+next+"&handle="+handle+"&live=true&live_sse=true&experimental_live_sse=true", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != 200 || res.Header.Get("X-Cache-Status") != "BYPASS" {
+		t.Errorf("SSE: %d %s", res.StatusCode, res.Header.Get("X-Cache-Status"))
+	}
+	got := make(chan string, 1)
+	go func() {
+		br := bufio.NewReader(res.Body)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				close(got)
+				return
+			}
+			if strings.Contains(line, `"operation":"insert"`) {
+				got <- line
+				return
+			}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	db.Exec(t, `INSERT INTO items VALUES (12, 'twelve', 12)`)
+	select {
+	case line, ok := <-got:
+		if !ok {
+			t.Errorf("the SSE stream ended without the insert")
+		} else if !strings.Contains(line, `"twelve"`) {
+			t.Errorf("SSE event %s", line)
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("no SSE event through nginx within 20 s of the insert: nginx buffers the stream")
+	}
+	res.Body.Close()
 
 	// Nothing a client must not get. A wrong or missing secret is a 401
 	// every time (no-store: never cached), although the right secret's
