@@ -6,9 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/freshetdb/freshet/internal/pgtest"
 	"github.com/freshetdb/freshet/pgwal"
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // The relay's figures for docs/benchmarks.md, run by hand:
@@ -48,7 +53,29 @@ func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, n
 
 func TestBenchThroughput(t *testing.T) {
 	benchOn(t)
-	const txns = 100_000
+	txns := envInt("FRESHET_BUS_BENCH_TXNS", 100_000)
+	rounds := envInt("FRESHET_BUS_BENCH_ROUNDS", 3)
+	// The relays measured against the tail: the code before batching by
+	// time (a message as soon as the one before is acknowledged) and the
+	// defaults, into a bus fsyncing before every acknowledgement, and the
+	// defaults into one that does not.
+	type variant struct {
+		name string
+		sync bool
+		wait time.Duration
+	}
+	variants := []variant{
+		{"relay, no batch wait, fsync", true, -1},
+		{"relay, defaults, fsync", true, 0},
+		{"relay, defaults, no fsync", false, 0},
+	}
+	if w := os.Getenv("FRESHET_BUS_BENCH_WAIT"); w != "" {
+		d, err := time.ParseDuration(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		variants = append(variants, variant{"relay, batch wait " + w + ", fsync", true, d})
+	}
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, db.DSN)
@@ -59,17 +86,26 @@ func TestBenchThroughput(t *testing.T) {
 	if _, err := conn.Exec(ctx, `CREATE TABLE items (id int PRIMARY KEY, v text); CREATE PUBLICATION bench FOR ALL TABLES`); err != nil {
 		t.Fatal(err)
 	}
-	slots := []string{"bench_tail", "bench_sync", "bench_nosync"}
-	for _, s := range slots {
-		if _, err := conn.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, s); err != nil {
-			t.Fatal(err)
+	// Every round reads the same WAL from its own slots: the tail before
+	// and after the relays, so the tail's figure is the mean of two
+	// measured around them under the same load.
+	slot := func(round int, name string) string { return fmt.Sprintf("bench_%d_%s", round, name) }
+	for r := 0; r < rounds; r++ {
+		names := []string{"tail_a", "tail_b"}
+		for i := range variants {
+			names = append(names, fmt.Sprint("relay", i))
+		}
+		for _, n := range names {
+			if _, err := conn.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot(r, n)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	// Small transactions, 1,000 to a round trip (each its own
 	// transaction block) to get there quickly.
 	for i := 0; i < txns; i += 1000 {
 		var sb strings.Builder
-		for j := i; j < i+1000; j++ {
+		for j := i; j < min(i+1000, txns); j++ {
 			fmt.Fprintf(&sb, "BEGIN; INSERT INTO items VALUES (%d, 'x'); COMMIT;\n", j)
 		}
 		if _, err := conn.PgConn().Exec(ctx, sb.String()).ReadAll(); err != nil {
@@ -79,57 +115,130 @@ func TestBenchThroughput(t *testing.T) {
 	var endS string
 	conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&endS)
 	end, _ := change.ParseLSN(endS)
-
-	// The tail: read and acknowledge every transaction.
-	start := time.Now()
-	rd, err := pgwal.Open(ctx, benchConfig(db.DSN, slots[0]))
-	if err != nil {
-		t.Fatal(err)
+	buses := map[bool]*server.Server{}
+	for _, sync := range []bool{true, false} {
+		buses[sync] = runBusOpts(t, t.TempDir(), sync)
 	}
-	n := 0
-	for {
-		ev, err := rd.Next(ctx)
+
+	// tail reads and acknowledges every transaction, as `freshet tail
+	// --format none` does.
+	tail := func(slotName string) (took, cpu time.Duration) {
+		cpu0 := cpuTime()
+		start := time.Now()
+		rd, err := pgwal.Open(ctx, benchConfig(db.DSN, slotName))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tx, ok := ev.(*change.Txn); ok && tx.Last {
-			rd.Ack(tx.CommitLSN)
-			n++
+		defer rd.Close()
+		n := 0
+		for {
+			ev, err := rd.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tx, ok := ev.(*change.Txn); ok && tx.Last {
+				rd.Ack(tx.CommitLSN)
+				n++
+			}
+			if ev.Position() >= end {
+				break // a heartbeat past the end
+			}
 		}
-		if ev.Position() >= end {
-			break // a heartbeat past the end
+		if n < txns { // and the heartbeats of the readers before it
+			t.Fatalf("tail: %d transactions, want %d", n, txns)
 		}
+		return time.Since(start), cpuTime() - cpu0
 	}
-	tailTook := time.Since(start)
-	rd.Close()
-	t.Logf("tail (pgwal.Reader, --format none): %d transactions in %v: %.0f tx/s", n, tailTook.Round(time.Millisecond), float64(n)/tailTook.Seconds())
-
-	for i, sync := range []bool{true, false} {
-		s := runBusOpts(t, t.TempDir(), sync)
-		nc, js := busConn(t, s)
-		cfg := benchConfig(db.DSN, slots[1+i])
-		r, err := NewRelay(RelayConfig{Stream: cfg, Conn: nc, Settings: DefaultStreamSettings(), Logger: quietLog()})
+	relay := func(v variant, slotName string) (took, cpu time.Duration, st Stats) {
+		nc, _ := busConn(t, buses[v.sync])
+		defer nc.Close()
+		r, err := NewRelay(RelayConfig{Stream: benchConfig(db.DSN, slotName), Conn: nc, Settings: DefaultStreamSettings(),
+			BatchWait: v.wait, Logger: quietLog()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		rctx, stop := context.WithCancel(ctx)
+		if dir := os.Getenv("FRESHET_BUS_BENCH_PROFILE"); dir != "" {
+			// One CPU profile per relay run: relay-<slot>.prof.
+			f, err := os.Create(filepath.Join(dir, "relay-"+slotName+".prof"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+		cpu0 := cpuTime()
 		start := time.Now()
 		done := make(chan error, 1)
 		go func() { done <- r.Run(rctx) }()
 		for r.Stats().Acked < end { // a heartbeat past the end
 			time.Sleep(2 * time.Millisecond)
 		}
-		took := time.Since(start)
-		st := r.Stats()
+		took, cpu = time.Since(start), cpuTime()-cpu0
+		st = r.Stats()
 		stop()
 		<-done
-		info, _ := js.Stream(ctx, StreamName(sysIDOf(t, conn), slots[1+i]))
-		si, _ := info.Info(ctx)
-		t.Logf("relay to JetStream (sync_always=%v): %d events in %d messages (%d stored, %.1f MB) in %v: %.0f events/s, %.2fx the tail",
-			sync, st.Events, st.Messages, si.State.Msgs, float64(si.State.Bytes)/1e6, took.Round(time.Millisecond), float64(st.Events)/took.Seconds(),
-			tailTook.Seconds()/took.Seconds())
-		s.Shutdown()
+		return took, cpu, st
 	}
+	ratios := make([][]float64, len(variants))
+	for round := 0; round < rounds; round++ {
+		load := loadAvg()
+		ta, ca := tail(slot(round, "tail_a"))
+		type res struct {
+			took, cpu time.Duration
+			st        Stats
+		}
+		var out []res
+		for i, v := range variants {
+			took, cpu, st := relay(v, slot(round, fmt.Sprint("relay", i)))
+			out = append(out, res{took, cpu, st})
+		}
+		tb, cb := tail(slot(round, "tail_b"))
+
+		tailTook := (ta + tb) / 2
+		t.Logf("round %d (load %s): tail %.0f tx/s (%v, %v; CPU %v, %v)", round+1, load, float64(txns)/tailTook.Seconds(),
+			ta.Round(time.Millisecond), tb.Round(time.Millisecond), ca.Round(time.Millisecond), cb.Round(time.Millisecond))
+		for i, v := range variants {
+			o := out[i]
+			ratio := tailTook.Seconds() / o.took.Seconds()
+			ratios[i] = append(ratios[i], ratio)
+			t.Logf("round %d: %s: %d events in %d messages (%.1f events each) in %v: %.0f events/s, CPU %v, %.2fx the tail",
+				round+1, v.name, o.st.Events, o.st.Messages, float64(o.st.Events)/float64(max(o.st.Messages, 1)), o.took.Round(time.Millisecond),
+				float64(o.st.Events)/o.took.Seconds(), o.cpu.Round(time.Millisecond), ratio)
+		}
+	}
+	for i, v := range variants {
+		rs := slices.Clone(ratios[i])
+		slices.Sort(rs)
+		t.Logf("%s: median %.2fx the tail (%.2f-%.2f over %d rounds)", v.name, rs[len(rs)/2], rs[0], rs[len(rs)-1], len(rs))
+	}
+}
+
+func envInt(name string, def int) int {
+	if v := os.Getenv(name); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			return n
+		}
+	}
+	return def
+}
+
+// loadAvg is the machine's 1-minute load average, for the figures.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
+}
+
+// cpuTime is the CPU this process (the relay, the embedded bus and the
+// tail alike) has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func sysIDOf(t *testing.T, conn *pgx.Conn) string {
@@ -160,7 +269,17 @@ func TestBenchLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer direct.Close()
-	r, err := NewRelay(RelayConfig{Stream: benchConfig(db.DSN, "lat_relay"), Conn: nc, Settings: DefaultStreamSettings(), Logger: quietLog()})
+	// FRESHET_BUS_BENCH_WAIT sets the relay's batch wait (0: none).
+	var wait time.Duration
+	if w := os.Getenv("FRESHET_BUS_BENCH_WAIT"); w != "" {
+		if wait, err = time.ParseDuration(w); err != nil {
+			t.Fatal(err)
+		}
+		if wait == 0 {
+			wait = -1
+		}
+	}
+	r, err := NewRelay(RelayConfig{Stream: benchConfig(db.DSN, "lat_relay"), Conn: nc, Settings: DefaultStreamSettings(), BatchWait: wait, Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +330,8 @@ func TestBenchLatency(t *testing.T) {
 	d1, d2 := make(chan struct{}), make(chan struct{})
 	go follow(direct.Next, direct.Ack, &viaSlot, d1)
 	go follow(src.Next, src.Ack, &viaBus, d2)
-	tick := time.NewTicker(5 * time.Millisecond)
+	rate := envInt("FRESHET_BUS_BENCH_RATE", 200) // transactions per second
+	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
 	for i := 0; i < samples+50; i++ {
 		<-tick.C
@@ -235,8 +355,8 @@ func TestBenchLatency(t *testing.T) {
 		slices.Sort(s)
 		return s[int(p*float64(len(s)-1))]
 	}
-	t.Logf("commit to event, %d transactions at 200/s: off the slot p50 %v p99 %v; through the relay and JetStream (fsync before ack) p50 %v p99 %v",
-		samples, pct(viaSlot, .5).Round(10*time.Microsecond), pct(viaSlot, .99).Round(10*time.Microsecond),
+	t.Logf("commit to event (load %s, batch wait %v), %d transactions at %d/s: off the slot p50 %v p99 %v; through the relay and JetStream (fsync before ack) p50 %v p99 %v",
+		loadAvg(), r.cfg.BatchWait, samples, rate, pct(viaSlot, .5).Round(10*time.Microsecond), pct(viaSlot, .99).Round(10*time.Microsecond),
 		pct(viaBus, .5).Round(10*time.Microsecond), pct(viaBus, .99).Round(10*time.Microsecond))
 	_ = fmt.Sprint
 }

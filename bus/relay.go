@@ -15,9 +15,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// pipelineDepth is how many messages may be in flight before the relay
-// keeps adding to the next one instead of sending it, and
-// maxEventsPerMsg the most events in one message.
+// pipelineDepth is how many messages that are not full may be in flight
+// before the relay keeps adding to the next one instead of sending it,
+// and maxEventsPerMsg the most events in one message.
 const (
 	pipelineDepth   = 1
 	maxEventsPerMsg = 4096
@@ -27,6 +27,7 @@ const (
 const (
 	DefaultMaxPending     = 256
 	DefaultPublishTimeout = 10 * time.Second
+	DefaultBatchWait      = 2 * time.Millisecond
 )
 
 // RelayConfig configures a Relay.
@@ -45,6 +46,14 @@ type RelayConfig struct {
 	// PublishTimeout bounds the wait for one message's acknowledgement;
 	// past it the session starts again.
 	PublishTimeout time.Duration
+	// BatchWait is the shortest time between two messages that are not
+	// full. While transactions keep coming, what arrives meanwhile goes
+	// into the next message, so a burst becomes few large messages (the
+	// bus's cost, client and server, is per message, not per byte); the
+	// first transaction after a quiet stretch goes out at once. 0 is
+	// DefaultBatchWait; negative sends a message as soon as the one
+	// before it is acknowledged.
+	BatchWait time.Duration
 	// Logger; nil is slog.Default().
 	Logger *slog.Logger
 }
@@ -98,6 +107,9 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	}
 	if cfg.PublishTimeout <= 0 {
 		cfg.PublishTimeout = DefaultPublishTimeout
+	}
+	if cfg.BatchWait == 0 {
+		cfg.BatchWait = DefaultBatchWait
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -252,7 +264,12 @@ func (r *Relay) session(ctx context.Context, nc *nats.Conn) error {
 	flt := newFilter(res)
 
 	// Events are read ahead so a burst is batched into few messages.
+	// While the loop below waits (for an acknowledgement or BatchWait),
+	// it does not wake for each event that arrives, only when the
+	// channel is full (filled): a wake-up per event cost more than
+	// everything else the relay does for a small transaction.
 	events := make(chan change.Event, 1024)
+	filled := make(chan struct{}, 1)
 	readErr := make(chan error, 1)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -265,6 +282,15 @@ func (r *Relay) session(ctx context.Context, nc *nats.Conn) error {
 			if err != nil {
 				readErr <- fmt.Errorf("read slot %q: %w", slot, err)
 				return
+			}
+			select {
+			case events <- ev:
+				continue
+			default:
+			}
+			select {
+			case filled <- struct{}{}:
+			default:
 			}
 			select {
 			case events <- ev:
@@ -348,6 +374,8 @@ func (r *Relay) session(ctx context.Context, nc *nats.Conn) error {
 		evs = append(evs, e)
 		return nil
 	}
+	var lastSend time.Time // when the last message went out
+	var due *time.Timer    // BatchWait after it
 	full := func() bool { return len(evs) >= maxEventsPerMsg || len(body) >= maxBytes }
 	fail := func() error {
 		select {
@@ -371,9 +399,11 @@ func (r *Relay) session(ctx context.Context, nc *nats.Conn) error {
 			return fail()
 		}
 		// Take what is waiting. While pipelineDepth messages are in
-		// flight, keep adding to this one rather than send a small one:
-		// with the bus fsyncing each message before acknowledging it,
-		// the number of messages, not their size, is what costs.
+		// flight, or the last message went out less than BatchWait ago,
+		// keep adding to this one rather than send a small one: the
+		// number of messages, not their size, is what costs (the bus
+		// writes, and fsyncs when run so, each message before
+		// acknowledging it).
 		for !full() {
 			if len(events) > 0 {
 				if err := add(<-events); err != nil {
@@ -381,15 +411,23 @@ func (r *Relay) session(ctx context.Context, nc *nats.Conn) error {
 				}
 				continue
 			}
+			var wake <-chan time.Time
 			if inflight.Load() < pipelineDepth {
-				break
+				wait := r.cfg.BatchWait - time.Since(lastSend)
+				if wait <= 0 {
+					break
+				}
+				if due == nil {
+					due = time.NewTimer(wait)
+				} else {
+					due.Reset(wait)
+				}
+				wake = due.C
 			}
 			select {
-			case ev := <-events:
-				if err := add(ev); err != nil {
-					return err
-				}
+			case <-filled:
 			case <-acked:
+			case <-wake:
 			case err := <-readErr:
 				return err
 			case err := <-ackErr:
@@ -397,7 +435,11 @@ func (r *Relay) session(ctx context.Context, nc *nats.Conn) error {
 			case <-ctx.Done():
 				return fail()
 			}
+			if wake != nil {
+				due.Stop()
+			}
 		}
+		lastSend = time.Now()
 		if err := flush(); err != nil {
 			return err
 		}

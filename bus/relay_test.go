@@ -83,22 +83,9 @@ func TestRelayRestarts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		opened := make(chan struct{}, 1)
-		r.Opened = func() {
-			select {
-			case opened <- struct{}{}:
-			default:
-			}
-		}
+		inner := runOpened(t, ctx, r)
 		done := make(chan error, 1)
-		go func() { err := r.Run(ctx); openResumes += r.openResumes.Load(); done <- err }()
-		select {
-		case <-opened:
-		case err := <-done:
-			t.Fatalf("relay stopped before opening: %v", err)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("relay did not open")
-		}
+		go func() { err := <-inner; openResumes += r.openResumes.Load(); done <- err }()
 		return r, done
 	}
 

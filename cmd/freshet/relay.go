@@ -93,6 +93,7 @@ func (m *Main) parseRelayFlags(args []string) (*relayConfig, error) {
 		heartbeat   = fs.Duration("heartbeat", def.HeartbeatInterval, "heartbeat interval (lag probes through the WAL and the bus); must be > 0")
 		maxPending  = fs.Int("max-pending", bus.DefaultMaxPending, "most messages published and not yet acknowledged by the bus")
 		pubTimeout  = fs.Duration("publish-timeout", bus.DefaultPublishTimeout, "longest wait for the bus to acknowledge a message before the session starts again")
+		batchWait   = fs.Duration("batch-wait", bus.DefaultBatchWait, "shortest time between two messages that are not full: what arrives meanwhile goes into the next; the first transaction after a quiet stretch goes out at once; 0 sends a message as soon as the one before is acknowledged")
 		every       = fs.Duration("stats-interval", 30*time.Second, "how often a line of counters is logged; 0 turns it off")
 		listen      = fs.String("listen", "", "serve /healthz, /metrics (Prometheus) and /stats (JSON) on this address, e.g. 127.0.0.1:7071; empty: none")
 		logLevel    = fs.String("log-level", "info", "log level: debug, info, warn or error")
@@ -147,6 +148,14 @@ func (m *Main) parseRelayFlags(args []string) (*relayConfig, error) {
 		return nil, bad("--publish-timeout %v: want a positive duration like 10s", *pubTimeout)
 	}
 	rc.PublishTimeout = *pubTimeout
+	switch {
+	case *batchWait < 0 || *batchWait > time.Second:
+		return nil, bad("--batch-wait %v: want a duration from 0 to 1s, like 2ms", *batchWait)
+	case *batchWait == 0:
+		rc.BatchWait = -1 // none
+	default:
+		rc.BatchWait = *batchWait
+	}
 	if *every < 0 {
 		return nil, bad("--stats-interval %v: want a duration >= 0", *every)
 	}

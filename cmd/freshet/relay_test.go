@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/freshetdb/freshet/bus"
 )
 
 // Every mistake in relay's flags is a usage error that says what to fix.
@@ -22,6 +24,8 @@ func TestRelayFlags(t *testing.T) {
 		{append(ok, "--bus-duplicates", "2h"), "at most the max age"},
 		{append(ok, "--bus-max-msg-size", "100"), "at least 65536"},
 		{append(ok, "--max-pending", "0"), "at least 1"},
+		{append(ok, "--batch-wait", "-1ms"), "from 0 to 1s"},
+		{append(ok, "--batch-wait", "2s"), "from 0 to 1s"},
 		{append(ok, "--slot", "Bad-Slot"), "slot name"},
 		{append(ok, "extra"), "unexpected argument"},
 	} {
@@ -42,5 +46,11 @@ func TestRelayFlags(t *testing.T) {
 	}
 	if !cfg.Relay.Settings.Memory || !cfg.Relay.Settings.AsyncPersist || cfg.Listen != "127.0.0.1:0" || cfg.Relay.Stream.HeartbeatInterval <= 0 {
 		t.Fatalf("config = %+v", cfg)
+	}
+	if cfg.Relay.BatchWait != bus.DefaultBatchWait {
+		t.Fatalf("batch wait %v, want the default %v", cfg.Relay.BatchWait, bus.DefaultBatchWait)
+	}
+	if cfg, err = m.parseRelayFlags(append(ok, "--batch-wait", "0")); err != nil || cfg.Relay.BatchWait >= 0 {
+		t.Fatalf("--batch-wait 0: %v, batch wait %v, want none (negative)", err, cfg.Relay.BatchWait)
 	}
 }
