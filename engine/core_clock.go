@@ -307,3 +307,13 @@ func (s *state) acceptedAt(v *view, sb *sub) Output {
 	}
 	return o
 }
+
+// landedAt is the position a landed read's delta is at: the last commit
+// (nothing committed since), or for a clocked view the last clock's
+// position when that is later (its result is exact at that clock).
+func (s *state) landedAt(v *view) change.LSN {
+	if v.clk != nil {
+		return max(s.applied, s.clockLSN)
+	}
+	return s.applied
+}

@@ -254,14 +254,14 @@ func (s *state) goLive(v *view, old *resultSet, wasRefilling bool) {
 		}
 		if wasRefilling {
 			s.releaseResult(v, old)
-			s.emit(v, d, max(s.applied, s.clockLSN))
+			s.emit(v, d, s.landedAt(v))
 		}
 	} else if wasRefilling {
 		d := v.landedDelta(old)
 		s.releaseResult(v, old)
 		// At the last commit: the result is exact there (nothing
 		// committed since), and a delta is a commit's.
-		s.emit(v, d, max(s.applied, s.clockLSN))
+		s.emit(v, d, s.landedAt(v))
 	} else if v.ordered {
 		v.snapshotShown()
 	}

@@ -45,7 +45,7 @@ func TestDifferentialBus(t *testing.T) {
 			seeds = append(seeds, uint64(1000+i)) // the first CI seeds of TestDifferential, through the bus
 		}
 	}
-	total := diffTotals{refused: map[string]int{}, ended: map[string]int{}, shapes: map[string]int{}, ddl: map[string]int{}}
+	total := diffTotals{refused: map[string]int{}, ended: map[string]int{}, shapes: map[string]int{}, ddl: map[string]int{}, touchShapes: map[string]int{}}
 	for _, seed := range seeds {
 		if !t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runDifferential(t, seed, &total) }) {
 			return
