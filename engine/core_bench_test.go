@@ -65,23 +65,32 @@ func (bc *benchCore) row(id, price int) change.Row {
 	return change.Row{txt(strconv.Itoa(id)), txt("item-" + strconv.Itoa(id) + "-abcdefgh"), txt(strconv.Itoa(price)), txt("fruit")}
 }
 
-// eqPlanCache holds the compiled plans of "price = k" for k = 0, 1, ...:
+// planCache holds compiled plans of one query with binds 0, 1, ...:
 // compiling goes through pg_query (cgo, tens of µs a plan), so 100,000 of
 // them are compiled once per test binary and shared by every benchmark
 // (plans are read-only; every bench core's items table has the same OID).
-var eqPlanCache struct {
+type planCache struct {
 	sync.Mutex
 	plans []*query.Plan
 }
 
+// eqPlanCache holds the plans of "price = k" for k = 0, 1, ...
+var eqPlanCache planCache
+
 func eqPlans(tb testing.TB, bc *benchCore, n int) []*query.Plan {
-	eqPlanCache.Lock()
-	defer eqPlanCache.Unlock()
-	for i := len(eqPlanCache.plans); i < n; i++ {
-		eqPlanCache.plans = append(eqPlanCache.plans, bc.compile(tb, "SELECT * FROM items WHERE price = $1",
-			query.Bind{OID: change.OIDInt4, Data: []byte(strconv.Itoa(i))}))
+	return eqPlanCache.get(tb, bc, n, "SELECT * FROM items WHERE price = $1", func(i int) query.Bind {
+		return query.Bind{OID: change.OIDInt4, Data: []byte(strconv.Itoa(i))}
+	})
+}
+
+// get returns the first n plans of sql with bind(i) for i = 0, 1, ...
+func (pc *planCache) get(tb testing.TB, bc *benchCore, n int, sql string, bind func(int) query.Bind) []*query.Plan {
+	pc.Lock()
+	defer pc.Unlock()
+	for i := len(pc.plans); i < n; i++ {
+		pc.plans = append(pc.plans, bc.compile(tb, sql, bind(i)))
 	}
-	return eqPlanCache.plans[:n:n]
+	return pc.plans[:n:n]
 }
 
 var routeSizes = []int{100, 1_000, 10_000, 100_000}
@@ -338,4 +347,36 @@ func memoryPerRow(t *testing.T, pad, views int) (per, text float64) {
 	}
 	runtime.KeepAlive(bc)
 	return (float64(after) - float64(before)) / n, float64(textN) / n
+}
+
+// likePlanCache holds the plans of "name ILIKE 'Item-k-%'" for k = 0, 1, ...
+var likePlanCache planCache
+
+func likePlans(tb testing.TB, bc *benchCore, n int) []*query.Plan {
+	return likePlanCache.get(tb, bc, n, "SELECT * FROM items WHERE name ILIKE $1", func(i int) query.Bind {
+		return query.Bind{OID: change.OIDText, Data: []byte("Item-" + strconv.Itoa(i) + "-%")}
+	})
+}
+
+// BenchmarkRouteLike routes a single-row change among n registered ILIKE
+// subscriptions (name ILIKE 'Item-k-%', one per k) that matches exactly
+// one of them and stays in its result (an update of price, which no
+// filter reads): the LIKE index's BenchmarkRouteOne. Without the index
+// every change was matched against every pattern.
+func BenchmarkRouteLike(b *testing.B) {
+	for _, n := range []int{100, 10_000, 100_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			bc := newBenchCore(b)
+			bc.subscribe(b, likePlans(b, bc, n))
+			k := 7919 % n
+			rows := make([]change.Row, 2)
+			for j := range rows {
+				rows[j] = bc.row(1, j+1)
+				rows[j][1] = txt("item-" + strconv.Itoa(k) + "-abcdefgh")
+			}
+			bc.txn([]change.Change{{Op: change.OpInsert, Rel: bc.rel, New: rows[0]}})
+			bc.core.Ready()
+			routeUpdates(b, bc, rows, 1)
+		})
+	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/freshetdb/freshet/query"
 )
@@ -17,18 +18,27 @@ import (
 //   - ranges: an interval index (intervals sorted by low bound with a
 //     running maximum of high bounds: a stabbing query walks back only
 //     while an earlier interval can still reach the value);
+//   - LIKE / ILIKE (query.Constraint.Contains: the literal runs of the
+//     patterns a value must match): a hash index from a substring of 3 to
+//     8 bytes of a literal run to view sources, per column and fold; a
+//     value, folded as the pattern was, probes it with each of its own
+//     substrings of those lengths (likeIndex);
 //   - NOT IN / <>: every such view source, minus those excluding the value
-//     (found through a hash index);
+//     (found through a hash index); a LIKE whose literal runs are all
+//     shorter than three bytes ('a%', '%_b_%') is only NOT NULL and lands
+//     here;
 //   - unconstrained: a per-table set.
 //
-// A lookup costs a hash probe per indexed column plus the view sources it
+// A lookup costs a hash probe per indexed column (for a LIKE index, per
+// position of the value and key length in use) plus the view sources it
 // returns, whatever the number registered.
 type route struct {
-	all map[*viewSource]struct{}
-	eq  byCol[eqIndex]
-	rng byCol[rangeIndex]
-	ne  byCol[notInIndex]
-	buf []byte
+	all  map[*viewSource]struct{}
+	eq   byCol[eqIndex]
+	rng  byCol[rangeIndex]
+	ne   byCol[notInIndex]
+	like []*likeIndex
+	buf  []byte
 }
 
 // byCol maps a layout column to its index. A table has indexes on few
@@ -59,8 +69,11 @@ func (m *byCol[T]) put(col int, ix *T) { *m = append(*m, colIndex[T]{col, ix}) }
 type registration struct {
 	on   bool                 // registered
 	kind query.ConstraintKind // 0: unconstrained
+	like bool                 // kind is ConstraintNotIn, registered by its Contains
+	fold query.Fold           // like: the index's fold
 	col  int32                // layout position
 	ci   int32                // index of the constraint in src.Constraints
+	keys *keyList             // like: the key registered under
 }
 
 type eqIndex struct {
@@ -87,23 +100,177 @@ type notInIndex struct {
 	excl map[string][]*viewSource
 }
 
+// likeIndex holds the view sources of one column whose values must hold a
+// text once folded by fold (a LIKE pattern's literal run), each under one
+// key: a substring of one of its texts, of its text's length up to
+// likeKeyMax bytes and at least 3. Every value such a view can keep holds
+// the key, so a value is matched by looking up each of its own substrings
+// of the lengths keys have. Of a view's possible keys the one with the
+// fewest view sources already registered is chosen, the longer on a tie
+// (the rarest among the patterns: patterns sharing a prefix, '1-%',
+// '12-%', '123-%', spread out).
+type likeIndex struct {
+	col  int
+	fold query.Fold
+	keys map[string]*keyList
+	lens [likeKeyMax + 1]int // view sources registered under keys of each length
+	n    int                 // view sources registered
+	seq  uint64              // values matched, so that a list is visited once per value
+}
+
+// likeKeyMax is the longest key: eight bytes tell 100,000 patterns of
+// numbers apart, and a value is probed once per position per key length
+// in use (at most six).
+const likeKeyMax = 8
+
+type keyList struct {
+	key  string
+	vs   []*viewSource
+	seen uint64 // likeIndex.seq of the last value that visited it
+}
+
+// likeable reports whether c can be registered in a LIKE index: it holds a
+// text of at least three bytes.
+func likeable(c query.Constraint) bool {
+	if c.Kind != query.ConstraintNotIn {
+		return false
+	}
+	for _, sub := range c.Contains {
+		if len(sub.Text) >= 3 {
+			return true
+		}
+	}
+	return false
+}
+
+// likeIx returns the LIKE index of (col, fold), or nil.
+func (rt *route) likeIx(col int, fold query.Fold) *likeIndex {
+	for _, ix := range rt.like {
+		if ix.col == col && ix.fold == fold {
+			return ix
+		}
+	}
+	return nil
+}
+
+// addLike registers vs under the rarest key of c's texts (the first of
+// the rarest: the choice depends only on the registrations before it).
+func (rt *route) addLike(vs *viewSource, c query.Constraint, col int) {
+	var bestFold query.Fold
+	var bestKey string
+	bestN := -1
+	for _, sub := range c.Contains {
+		if len(sub.Text) < 3 {
+			continue
+		}
+		ix := rt.likeIx(col, sub.Fold)
+		l := min(len(sub.Text), likeKeyMax)
+		for i := 0; i+l <= len(sub.Text); i++ {
+			k := sub.Text[i : i+l]
+			n := 0
+			if ix != nil {
+				if kl := ix.keys[k]; kl != nil {
+					n = len(kl.vs)
+				}
+			}
+			if bestN < 0 || n < bestN || n == bestN && l > len(bestKey) {
+				bestFold, bestKey, bestN = sub.Fold, k, n
+			}
+		}
+	}
+	ix := rt.likeIx(col, bestFold)
+	if ix == nil {
+		ix = &likeIndex{col: col, fold: bestFold, keys: make(map[string]*keyList)}
+		rt.like = append(rt.like, ix)
+	}
+	kl := ix.keys[bestKey]
+	if kl == nil {
+		kl = &keyList{key: strings.Clone(bestKey)}
+		ix.keys[kl.key] = kl
+	}
+	kl.vs = append(kl.vs, vs)
+	ix.lens[len(kl.key)]++
+	ix.n++
+	vs.reg.like, vs.reg.fold, vs.reg.keys = true, ix.fold, kl
+}
+
+// removeLike unregisters vs, registered under reg.
+func (rt *route) removeLike(vs *viewSource, reg registration) {
+	ix := rt.likeIx(int(reg.col), reg.fold)
+	kl := reg.keys
+	if kl.vs = without(kl.vs, vs); len(kl.vs) == 0 {
+		delete(ix.keys, kl.key)
+	}
+	ix.lens[len(kl.key)]--
+	ix.n--
+}
+
+// match calls fn for every view source of the index a row whose value at
+// the index's column is v can affect.
+func (ix *likeIndex) match(v any, fn func(*viewSource)) {
+	if v == nil || ix.n == 0 {
+		return // LIKE is never true of NULL
+	}
+	s, ok := v.(string)
+	probes := 0
+	if ok {
+		s = ix.fold.Apply(s)
+		for l := 3; l <= likeKeyMax; l++ {
+			if ix.lens[l] > 0 && len(s) >= l {
+				probes += len(s) - l + 1
+			}
+		}
+	}
+	// A value unknown here (unloaded), or one with more substrings to
+	// look up than there are views, visits every view source.
+	if !ok || probes > 2*ix.n+64 {
+		for _, kl := range ix.keys {
+			for _, vs := range kl.vs {
+				fn(vs)
+			}
+		}
+		return
+	}
+	ix.seq++
+	for l := 3; l <= likeKeyMax; l++ {
+		if ix.lens[l] == 0 {
+			continue
+		}
+		for i := 0; i+l <= len(s); i++ {
+			kl := ix.keys[s[i:i+l]]
+			if kl == nil || kl.seen == ix.seq {
+				continue
+			}
+			kl.seen = ix.seq
+			for _, vs := range kl.vs {
+				fn(vs)
+			}
+		}
+	}
+}
+
 func (rt *route) init() {
 	rt.all = make(map[*viewSource]struct{})
 }
 
 // choose picks the constraint a view source registers under: IN with the
-// fewest values, else a range, else NOT IN, else none; it returns its
-// index, or -1.
+// fewest values, else a LIKE with a literal run of three bytes or more,
+// else a range, else NOT IN, else none; it returns its index, or -1. A
+// LIKE comes before a range because a range is most often one-sided
+// (created_at > $1) and holds much of the table, where a trigram of a
+// literal holds few of its values.
 func choose(cs []query.Constraint) int {
 	best, found, bi := query.Constraint{}, false, -1
 	rank := func(c query.Constraint) int {
-		switch c.Kind {
-		case query.ConstraintIn:
+		switch {
+		case c.Kind == query.ConstraintIn:
 			return 0
-		case query.ConstraintRange:
+		case likeable(c):
 			return 1
+		case c.Kind == query.ConstraintRange:
+			return 2
 		}
-		return 2
+		return 3
 	}
 	for i, c := range cs {
 		if c.Kind != query.ConstraintIn && c.Kind != query.ConstraintRange && c.Kind != query.ConstraintNotIn {
@@ -153,6 +320,10 @@ func (rt *route) add(vs *viewSource) {
 		}
 		ix.sorted = false
 	case query.ConstraintNotIn:
+		if likeable(c) {
+			rt.addLike(vs, c, col)
+			return
+		}
 		ix := rt.ne.get(col)
 		if ix == nil {
 			ix = &notInIndex{oid: oid, all: make(map[*viewSource]struct{}), excl: make(map[string][]*viewSource)}
@@ -207,6 +378,10 @@ func (rt *route) remove(vs *viewSource) {
 		ix.entries = slices.DeleteFunc(ix.entries, func(e rangeEntry) bool { return e.vs == vs })
 		ix.sorted = false
 	case query.ConstraintNotIn:
+		if reg.like {
+			rt.removeLike(vs, reg)
+			return
+		}
 		ix := rt.ne.get(int(reg.col))
 		delete(ix.all, vs)
 		for _, x := range c.Values {
@@ -255,6 +430,9 @@ func (rt *route) match(vals []any, fn func(*viewSource)) {
 	}
 	for _, e := range rt.rng {
 		e.ix.stab(valAt(vals, e.col), fn)
+	}
+	for _, ix := range rt.like {
+		ix.match(valAt(vals, ix.col), fn)
 	}
 	for _, e := range rt.ne {
 		col, ix := e.col, e.ix

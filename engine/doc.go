@@ -88,8 +88,10 @@
 // # Routing
 //
 // Each view source registers under one constraint of its source
-// (equality/IN by value in a hash index, ranges in an interval index, NOT
-// IN by exclusion) or in its table's unconstrained list (core_route.go; a
+// (equality/IN by value in a hash index, ranges in an interval index,
+// LIKE/ILIKE by a substring of a pattern's literal run in a hash index the
+// changed value probes with its own substrings, NOT IN by exclusion) or
+// in its table's unconstrained list (core_route.go; a
 // join's sources each register, under their own constraints and those the
 // ON equalities carry to them); a changed row is matched by its new values
 // through those indexes and by the views already holding its old version,

@@ -13,11 +13,12 @@ import (
 // keeps: a value set (with or without NULL), a union of ranges, or excluded
 // values (NULL excluded). Values are in the column's own typed form.
 type dom struct {
-	kind   ConstraintKind
-	vals   []any
-	keys   map[string]bool
-	null   bool
-	ranges []Range
+	kind     ConstraintKind
+	vals     []any
+	keys     map[string]bool
+	null     bool
+	ranges   []Range
+	contains []Substring // ConstraintNotIn: see Constraint.Contains
 }
 
 // derived is what a predicate says about the columns of the rows it keeps.
@@ -107,6 +108,7 @@ func (c *compiler) constraints(p *Plan) {
 				con.Ranges = dm.ranges
 			default:
 				con.Values = dm.vals
+				con.Contains = dm.contains
 			}
 			cons = append(cons, con)
 		}
@@ -477,7 +479,17 @@ func (dv *deriver) derive(e *expr, neg bool) derived {
 		dm := newDom(ConstraintIn)
 		dm.add(oid, !neg)
 		return single(col, dm)
-	case opLike, opAnyAll:
+	case opLike:
+		// Whichever way it goes, the column is not NULL; a value LIKE
+		// the pattern (not NOT LIKE) holds each of its literal runs.
+		dm := newDom(ConstraintNotIn)
+		if e.negate == neg {
+			for _, l := range e.like.literals() {
+				dm.contains = append(dm.contains, Substring{Fold: e.like.folds, Text: l})
+			}
+		}
+		return single(col, dm)
+	case opAnyAll:
 		// Whichever way it goes, the column is not NULL.
 		return single(col, newDom(ConstraintNotIn))
 	}
@@ -581,6 +593,9 @@ func (dv *deriver) intersect(oid uint32, a, b *dom) *dom {
 	for _, v := range b.vals {
 		out.add(oid, v)
 	}
+	// Both hold: the value contains the texts of each (a union of what
+	// either says only ever drops them, see union).
+	out.contains = append(append([]Substring(nil), a.contains...), b.contains...)
 	return out
 }
 

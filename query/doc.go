@@ -41,7 +41,8 @@
 //
 // For routing, each Source carries Constraints: conditions on its columns
 // that every row of that table able to affect the result satisfies (a value
-// set, a union of ranges, or a set of excluded values). They are derived
+// set, a union of ranges, or a set of excluded values, with the texts a
+// LIKE or ILIKE pattern requires the value to hold). They are derived
 // from the filter without expanding it; a source without constraints is
 // unconstrained. AppendKey encodes a value so that equal keys mean equal
 // under PostgreSQL's = for the column's type, for hash indexes on

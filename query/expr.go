@@ -380,8 +380,9 @@ func (e *expr) eval(row Row) Tri {
 // character); matching is the greedy two-pointer walk, O(len(s)·len(p)) at
 // worst, never exponential.
 type likeMatcher struct {
-	pat  []likeTok
-	fold func(string) string // ILIKE: the collation's lower(); nil for LIKE
+	pat   []likeTok
+	fold  func(string) string // ILIKE: the collation's lower(); nil for LIKE
+	folds Fold                // which fold that is
 }
 
 type likeTok struct {
@@ -390,11 +391,12 @@ type likeTok struct {
 }
 
 // compileLike reads a pattern with the given escape character (-1: none).
-func compileLike(pattern string, escape rune, fold func(string) string) (*likeMatcher, bool) {
+func compileLike(pattern string, escape rune, folds Fold) (*likeMatcher, bool) {
+	fold := folds.fn()
 	if fold != nil {
 		pattern = fold(pattern)
 	}
-	m := &likeMatcher{fold: fold}
+	m := &likeMatcher{fold: fold, folds: folds}
 	for i := 0; i < len(pattern); {
 		r, n := utf8.DecodeRuneInString(pattern[i:])
 		i += n
@@ -418,6 +420,31 @@ func compileLike(pattern string, escape rune, fold func(string) string) (*likeMa
 		}
 	}
 	return m, true
+}
+
+// literals returns the pattern's literal runs (the characters between two
+// wildcards, escapes resolved, folded as match folds its input): every
+// string the pattern matches holds each of them, folded, as a substring.
+// A run is cut at U+FFFD, which match also takes for an invalid byte of
+// its input: only runs that stand for their own bytes are returned.
+func (m *likeMatcher) literals() []string {
+	var out []string
+	var b []byte
+	flush := func() {
+		if len(b) > 0 {
+			out = append(out, string(b))
+			b = b[:0]
+		}
+	}
+	for _, t := range m.pat {
+		if t.kind != 'l' || t.r == utf8.RuneError {
+			flush()
+			continue
+		}
+		b = utf8.AppendRune(b, t.r)
+	}
+	flush()
+	return out
 }
 
 func (m *likeMatcher) match(s string) bool {

@@ -320,6 +320,50 @@ type Constraint struct {
 	Values []any   // ConstraintIn, ConstraintNotIn: distinct values
 	Null   bool    // ConstraintIn: NULL matches too (IS NULL)
 	Ranges []Range // ConstraintRange: sorted, disjoint
+	// Contains (ConstraintNotIn only): texts the column's value holds as
+	// substrings, each once folded by its Fold: the literal runs of the
+	// LIKE/ILIKE patterns the filter requires the value to match. The
+	// value is the column's decoded string (a bpchar with its padding).
+	Contains []Substring
+}
+
+// Substring is a text a column's value holds once folded (Constraint.Contains).
+type Substring struct {
+	Fold Fold
+	Text string // already folded
+}
+
+// Fold is the case folding ILIKE applies to both sides under a collation
+// the query layer reproduces (see compiler.like); LIKE folds nothing.
+type Fold uint8
+
+// The folds.
+const (
+	// FoldNone is LIKE's: the value as it is.
+	FoldNone Fold = iota
+	// FoldASCII is lower() under the C and POSIX collations: A-Z only.
+	FoldASCII
+	// FoldUnicode is lower() under C.UTF-8: each code point's simple
+	// lowercase (invalid bytes become U+FFFD).
+	FoldUnicode
+)
+
+// Apply folds s as ILIKE folds a value.
+func (f Fold) Apply(s string) string {
+	if fn := f.fn(); fn != nil {
+		return fn(s)
+	}
+	return s
+}
+
+func (f Fold) fn() func(string) string {
+	switch f {
+	case FoldASCII:
+		return asciiLower
+	case FoldUnicode:
+		return unicodeLower
+	}
+	return nil
 }
 
 // Range is an interval of column values. A nil bound is unbounded.

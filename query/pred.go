@@ -1185,13 +1185,13 @@ func (c *compiler) like(a *pg.A_Expr, negate, ilike bool) (*expr, error) {
 	if coll.OID != 0 && !coll.Deterministic {
 		return nil, refusalAt(a.Location, CodeCollation, "LIKE under the nondeterministic collation %q is not supported", coll.Name)
 	}
-	var fold func(string) string
+	fold := FoldNone
 	if ilike {
 		switch {
 		case coll.OID == 0 || coll.Provider == 'c' && (coll.Collate == "C" || coll.Collate == "POSIX"):
-			fold = asciiLower
+			fold = FoldASCII
 		case coll.Provider == 'c' && (coll.Collate == "C.UTF-8" || coll.Collate == "C.utf8"):
-			fold = unicodeLower
+			fold = FoldUnicode
 		default:
 			return nil, refusalAt(a.Location, CodeCollation, "ILIKE under collation %q (%s) is not supported: its case folding is not reproduced", coll.Name, coll.Collate)
 		}
