@@ -44,11 +44,12 @@ import (
 // subscription refused or ended by the engine fails the run unless a
 // schema change of one of its tables explains it (table_dropped,
 // schema_changed): internal, read_failed, timeout... are failures. Over
-// the CI seeds, coverage floors per shape (joins, windows, counts, ordered
-// results, aggregates, DISTINCT and DISTINCT ON in rows and touch mode,
-// binary binds, touch mode, acknowledged positions) fail a run in
-// which a regression refuses a whole shape, and touches for transactions
-// that changed nothing may be at most a quarter of all touches.
+// the CI seeds, coverage floors per shape (joins, windows, counts, LIKE
+// with a literal run the LIKE index routes by, ordered results,
+// aggregates, DISTINCT and DISTINCT ON in rows and touch mode, binary
+// binds, touch mode, acknowledged positions) fail a run in which a
+// regression refuses a whole shape, and touches for transactions that
+// changed nothing may be at most a quarter of all touches.
 //
 // Touch-mode subscriptions ride along: after every committed write the
 // writer runs each one's query on PostgreSQL, and every transaction that
@@ -162,6 +163,7 @@ func TestDifferential(t *testing.T) {
 		}{
 			{"join results compared", count("join"), 35},
 			{"results of queries with expressions compared", count("+expr"), 30},
+			{"results of queries with a LIKE of a 3-byte literal compared", count("+like"), 8},
 			{"results of windows (ORDER BY ... LIMIT) compared", count("+limit"), 35},
 			{"counts compared", total.counts, 25},
 			{"aggregate results compared", count("agg"), 18},
@@ -448,6 +450,7 @@ type qbuilder struct {
 	g     *dgen
 	srcs  []dsrc
 	binds []query.Bind
+	like  bool // a LIKE pattern with a literal run of 3 bytes or more was drawn
 }
 
 // operand is a value for column c: a literal, or a bind.
@@ -556,6 +559,8 @@ func (q *qbuilder) pred(depth int) string {
 	switch k := g.rng.IntN(12); {
 	case c.boolean && k < 3:
 		return []string{name, "NOT " + name, name + " IS TRUE", name + " IS NOT FALSE", name + " IS UNKNOWN"}[g.rng.IntN(5)]
+	case c.text && (k == 3 || k == 8):
+		return q.likePred(name)
 	case k < 4:
 		ops := []string{"=", "<>"}
 		if c.ordering {
@@ -577,10 +582,6 @@ func (q *qbuilder) pred(depth int) string {
 		return name + " " + not + "IN (" + strings.Join(items, ", ") + ")"
 	case k < 8:
 		return name + " IS " + map[bool]string{true: "NOT "}[g.rng.IntN(2) == 0] + "NULL"
-	case k < 9 && c.text:
-		pats := []string{"a%", "%b", "_", "a\\_%", "%", "%é%", "A%", "%c"}
-		op := g.pick([]string{"LIKE", "NOT LIKE", "LIKE", "ILIKE"})
-		return name + " " + op + " '" + g.pick(pats) + "'"
 	case k < 10:
 		return name + " IS " + map[bool]string{true: "NOT "}[g.rng.IntN(2) == 0] + "DISTINCT FROM " + q.operand(c)
 	case k < 11 && (c.typ == "int4" || c.typ == "text"):
@@ -597,6 +598,21 @@ func (q *qbuilder) pred(depth int) string {
 		return fmt.Sprintf("%s = ANY($%d)", name, len(q.binds))
 	}
 	return name + " = " + q.operand(c)
+}
+
+// likePred is a LIKE condition on a text column.
+func (q *qbuilder) likePred(name string) string {
+	g := q.g
+	// The later patterns have a literal run of three bytes or more,
+	// which the engine's LIKE index routes by (core_route.go).
+	pats := []string{"a%", "%b", "_", "a\\_%", "%", "%é%", "A%", "%c",
+		"%abc%", "%ABC%", "a\\_c%", "%a\\%b", "%zz top%", "_abc%", "%Ab_%abc%"}
+	op := g.pick([]string{"LIKE", "NOT LIKE", "LIKE", "ILIKE", "~~", "~~*", "ILIKE"})
+	pat := g.pick(pats)
+	if slices.Index(pats, pat) >= 8 {
+		q.like = true
+	}
+	return name + " " + op + " '" + pat + "'"
 }
 
 // keyPred constrains a join column (k or r, int4) of one of the sources to
@@ -710,8 +726,25 @@ func (g *dgen) query() dquery {
 			where += " AND " + cond
 		}
 	}
+	if g.rng.IntN(2) == 0 {
+		// A LIKE on a text column, ANDed: the LIKE index routes such
+		// views (TestDifferential's "+like" floor).
+		for range 8 {
+			if name, c := q.column(); c.text {
+				if where == "" {
+					where = " WHERE " + q.likePred(name)
+				} else {
+					where += " AND " + q.likePred(name)
+				}
+				break
+			}
+		}
+	}
 	if exprs {
 		shape += "+expr"
+	}
+	if q.like {
+		shape += "+like"
 	}
 	if nsrc > 1 && g.rng.IntN(2) == 0 {
 		// A lookup by a join column (the ORM's "this parent and its
