@@ -48,7 +48,8 @@ func TestFrameRoundTrip(t *testing.T) {
 	}}
 	hbm := &Message{Epoch: 42, Prev: m.Pos(), Events: []Event{
 		{Txn: txn(0x2_0000_0000, 5, 3)},
-		{Beat: &change.Heartbeat{LSN: 0x2_0000_0100, Seq: 7, Written: time.Unix(1700000001, 5).UTC(), Arrived: time.Unix(1700000001, 9).UTC()}},
+		{Beat: &change.Heartbeat{LSN: 0x2_0000_0100, Seq: 7, Written: time.Unix(1700000001, 5).UTC(), Arrived: time.Unix(1700000001, 9).UTC(),
+			Now: time.Unix(1700000001, 3000).UTC()}},
 	}}
 	var rels Relations
 	for _, in := range []*Message{m, hbm} {

@@ -63,10 +63,24 @@ func TestHeartbeats(t *testing.T) {
 			t.Errorf("heartbeat %d at %v after %v, want rising positions", i, beats[i].LSN, beats[i-1].LSN)
 		}
 	}
-	for _, b := range beats {
+	for i, b := range beats {
 		if b.Written.IsZero() || b.Arrived.Before(b.Written) {
 			t.Errorf("heartbeat %d written %v, arrived %v", b.Seq, b.Written, b.Arrived)
 		}
+		// The database's clock in the heartbeat's transaction: set, and
+		// rising with the heartbeats (one server, one clock).
+		if b.Now.IsZero() {
+			t.Errorf("heartbeat %d carries no database clock (Now)", b.Seq)
+		} else if i > 0 && !b.Now.After(beats[i-1].Now) {
+			t.Errorf("heartbeat %d: database clock %v after %v, want rising", b.Seq, b.Now, beats[i-1].Now)
+		}
+	}
+	var dbNow time.Time
+	if err := conn.QueryRow(ctx, "SELECT now()").Scan(&dbNow); err != nil {
+		t.Fatal(err)
+	}
+	if last := beats[len(beats)-1].Now; last.After(dbNow) {
+		t.Errorf("last heartbeat's clock %v is after PostgreSQL's now() %v read later", last, dbNow)
 	}
 	// The heartbeat connection comes back after it is killed.
 	last := beats[len(beats)-1].Seq
