@@ -1,10 +1,12 @@
 package pgwal
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"time"
@@ -23,10 +25,24 @@ var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // connectReplication opens a replication=database connection to the DSN's
 // database. TLS and everything else come from the DSN as pgconn reads it.
-func connectReplication(ctx context.Context, dsn string) (*pgconn.PgConn, error) {
+//
+// Reads go through a bufio.Reader bufSize bytes large below pgconn's own 8 KiB
+// buffer, so a burst the walsender has sent is taken in one read syscall
+// (and one wake-up) rather than one per 8 KiB; the returned reader tells
+// how much of it is still buffered. bufSize 0 keeps pgconn's reads as they
+// are.
+func connectReplication(ctx context.Context, dsn string, bufSize int) (*pgconn.PgConn, *bufio.Reader, error) {
 	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("parse DSN: %w", err)
+		return nil, nil, fmt.Errorf("parse DSN: %w", err)
+	}
+	var br *bufio.Reader
+	if bufSize > 0 {
+		build := cfg.BuildFrontend
+		cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+			br = bufio.NewReaderSize(r, bufSize)
+			return build(br, w)
+		}
 	}
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
@@ -35,9 +51,9 @@ func connectReplication(ctx context.Context, dsn string) (*pgconn.PgConn, error)
 	cfg.RuntimeParams["application_name"] = appName(cfg.RuntimeParams["application_name"])
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, explainConnectError(err)
+		return nil, nil, explainConnectError(err)
 	}
-	return conn, nil
+	return conn, br, nil
 }
 
 func appName(s string) string {

@@ -1,6 +1,7 @@
 package pgwal
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -60,10 +61,11 @@ const (
 	// of the consumer costs one channel operation for up to maxBatchMsgs
 	// messages rather than one each. At most queueLen*maxBatchMsgs (256,
 	// as many as the queue held one by one before) wait in the queue.
-	queueLen       = 4        // batches between the receiver and the consumer
-	maxBatchMsgs   = 64       // most messages in one batch
-	maxBatchBytes  = 64 << 10 // a batch is handed over once it holds this many bytes
-	maxPooledBatch = 1 << 20  // batch buffers up to this size are reused
+	queueLen       = 4         // batches between the receiver and the consumer
+	maxBatchMsgs   = 64        // most messages in one batch
+	maxBatchBytes  = 64 << 10  // a batch is handed over once it holds this many bytes
+	maxPooledBatch = 1 << 20   // batch buffers up to this size are reused
+	receiveBuffer  = 256 << 10 // bytes one read syscall of the replication connection may take
 
 	backoffMin     = 200 * time.Millisecond
 	backoffMax     = 15 * time.Second
@@ -671,7 +673,7 @@ func (e *slotActiveError) Unwrap() error { return e.err }
 func (r *Reader) connectOnce(ctx context.Context, first bool) (*session, error) {
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	conn, err := connectReplication(cctx, r.cfg.DSN)
+	conn, br, err := connectReplication(cctx, r.cfg.DSN, receiveBuffer)
 	if err != nil {
 		return nil, err
 	}
@@ -695,7 +697,7 @@ func (r *Reader) connectOnce(ctx context.Context, first bool) (*session, error) 
 		return nil, r.classify(err)
 	}
 	r.log.Debug("streaming", "from", start, "proto_version", r.cfg.ProtoVersion)
-	return &session{conn: conn, senderTimeout: timeout}, nil
+	return &session{conn: conn, buffered: br, senderTimeout: timeout}, nil
 }
 
 // senderTimeout reads wal_sender_timeout (0 = disabled); when it cannot,
@@ -808,6 +810,7 @@ func (r *Reader) push(b *batch) bool {
 // session is one replication connection in CopyBoth mode.
 type session struct {
 	conn          *pgconn.PgConn
+	buffered      *bufio.Reader // below conn's reads: what it holds is read but not yet parsed
 	senderTimeout time.Duration
 	blocked       atomic.Bool // the receiver waits for room in the queue
 }
@@ -903,7 +906,7 @@ func (r *Reader) stream(s *session) error {
 		}
 		// Hand the batch over once nothing more is buffered (the next
 		// receive would wait for the network) or it is full.
-		if len(b.msgs) == 0 || fe.ReadBufferLen() > 0 && len(b.msgs) < maxBatchMsgs && len(b.buf) < maxBatchBytes {
+		if len(b.msgs) == 0 || (fe.ReadBufferLen() > 0 || s.buffered.Buffered() > 0) && len(b.msgs) < maxBatchMsgs && len(b.buf) < maxBatchBytes {
 			continue
 		}
 		account()

@@ -208,7 +208,7 @@ func TestSlotHeldByAnotherProcessIsWaitedFor(t *testing.T) {
 	exec(t, conn, `CREATE PUBLICATION freshet FOR ALL TABLES`, `SELECT pg_create_logical_replication_slot('freshet', 'pgoutput')`)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	holder, err := connectReplication(ctx, db.DSN)
+	holder, _, err := connectReplication(ctx, db.DSN, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
