@@ -191,7 +191,7 @@ func TestRefusals(t *testing.T) {
 		frame, code string
 		retryable   bool
 	}{
-		{`{"type":"subscribe","id":"a","sql":"SELECT DISTINCT name FROM items","mode":"rows"}`, "distinct", false},
+		{`{"type":"subscribe","id":"a","sql":"SELECT name FROM items UNION SELECT name FROM items","mode":"rows"}`, "set_operation", false},
 		{`{"type":"subscribe","id":"b","sql":"SELECT * FROM nope","mode":"rows"}`, "unknown_table", true},
 		{`{"type":"subscribe","id":"c","sql":"SELECT * FROM items","mode":"both"}`, "bad_mode", false},
 		{`{"type":"subscribe","id":"d","sql":"SELECT * FROM items WHERE id = $1","params":[{"oid":23,"format":"binary","value":"%%%"}],"mode":"rows"}`, "bad_param", false},

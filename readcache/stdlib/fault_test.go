@@ -207,7 +207,7 @@ func TestRefused(t *testing.T) {
 	e := newEnv(t, smallSchema, nil)
 	ctx := context.Background()
 	e.warm(func() error { _, err := e.value(ctx, 1); return err })
-	const q = "SELECT DISTINCT v FROM kv ORDER BY v"
+	const q = "SELECT v FROM kv UNION SELECT v FROM kv ORDER BY v"
 	read := func() ([]string, error) {
 		rows, err := e.sqlDB.QueryContext(ctx, q)
 		if err != nil {
