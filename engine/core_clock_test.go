@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/freshetdb/freshet/change"
 )
@@ -160,5 +163,51 @@ func BenchmarkClockTick(b *testing.B) {
 				h.core.Ready()
 			}
 		})
+	}
+}
+
+// TestBenchClockPostgres times BenchmarkClockTick's queries on PostgreSQL
+// over the same 100,000 rows (timestamps 1 ms apart around now(), with an
+// index on them): what answering each again at every heartbeat would cost,
+// the peer of one Clock call. Set FRESHET_CLOCK_BENCH=1.
+func TestBenchClockPostgres(t *testing.T) {
+	if os.Getenv("FRESHET_CLOCK_BENCH") == "" {
+		t.Skip("set FRESHET_CLOCK_BENCH=1 to time the clocked queries on PostgreSQL")
+	}
+	pool := newPool(t)
+	ctx := context.Background()
+	for _, sql := range []string{
+		"CREATE TABLE tk (id int4 PRIMARY KEY, s int4, ts timestamptz, d date)",
+		"INSERT INTO tk SELECT g, 1, now() - interval '10 seconds' + g * interval '1 millisecond', NULL FROM generate_series(0, 99999) g",
+		"CREATE INDEX ON tk (ts)",
+		"VACUUM ANALYZE tk",
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	for _, sql := range []string{
+		"SELECT id, s FROM tk WHERE ts > now() - interval '10 seconds'",
+		"SELECT id, s FROM tk WHERE ts <= now()",
+		"SELECT count(*) FROM tk WHERE ts BETWEEN now() - interval '10 seconds' AND now()",
+		"SELECT id FROM tk WHERE ts > now() - interval '10 seconds' ORDER BY ts DESC LIMIT 20",
+	} {
+		var times []time.Duration
+		for range 7 {
+			start := time.Now()
+			rows, err := pool.Query(ctx, sql)
+			if err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+			for rows.Next() {
+			}
+			if rows.Err() != nil {
+				t.Fatalf("%s: %v", sql, rows.Err())
+			}
+			rows.Close()
+			times = append(times, time.Since(start))
+		}
+		slices.Sort(times)
+		t.Logf("median %v (min %v): %s", times[3], times[0], sql)
 	}
 }
