@@ -39,6 +39,10 @@ type entry struct {
 	once    sync.Once
 	sentAt  atomic.Int64 // unix nanos of the first subscribe
 	keepFor atomic.Int64 // refused entries: how long to remember
+	// full is the engines (bits of node.i) that refused the entry
+	// too_many_subscriptions: it is routed among the others (bounded
+	// load) for as long as it lives.
+	full atomic.Uint64
 
 	// guarded by sock.mu
 	id     string // current subscription id on sock ("" when none)
@@ -83,6 +87,7 @@ type Cache struct {
 	socks []*socket     // every node's
 	floor atomic.Uint64 // the newest position seen on any engine
 	moved atomic.Int64  // keys moved off a dead engine or onto a new one
+	spilt atomic.Int64  // keys sent on after too_many_subscriptions
 
 	entries *otter.Cache[string, *entry]
 	clock   *otter.CoarseClock

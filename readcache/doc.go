@@ -100,7 +100,11 @@
 // key go to PostgreSQL until it is accepted again). Every subscribe
 // carries min_lsn, the newest position any engine has reported to this
 // cache, so an answer is never older than one seen before (EngineOf and
-// Moved show where keys are).
+// Moved show where keys are). A key an engine refuses
+// too_many_subscriptions goes to its next choice among the alive engines
+// that have not refused it, and stays off those for as long as the entry
+// lives (bounded load; Spilt counts them); only when every alive engine
+// has refused it does the refusal stand.
 //
 // # Memory
 //

@@ -77,6 +77,57 @@ func (c *Cache) home(key string, alive uint64) *node {
 	return best
 }
 
+// homeOf is e's engine: its home among the alive engines that have not
+// refused it too_many_subscriptions (among all alive ones when every one
+// has).
+func (c *Cache) homeOf(e *entry, alive uint64) *node {
+	if m := alive &^ e.full.Load(); m != 0 {
+		alive = m
+	}
+	return c.home(e.key, alive)
+}
+
+// spill sends the entry subscribed as id on s to its next engine when s's
+// engine refused it too_many_subscriptions (bounded-load routing,
+// docs/scale-out.md): every cache computes the same next choice, so
+// identical queries still meet on one engine. It reports false when there
+// is no other alive engine to try (the refusal then stands).
+func (c *Cache) spill(s *socket, id string) bool {
+	if s.node.i >= 64 {
+		return false
+	}
+	s.mu.Lock()
+	e := s.subs[id]
+	if e == nil {
+		s.mu.Unlock()
+		return false
+	}
+	full := e.full.Load() | 1<<s.node.i
+	alive := c.aliveSet(c.Now()) &^ full
+	if alive == 0 {
+		s.mu.Unlock()
+		return false
+	}
+	e.full.Store(full)
+	delete(s.subs, id)
+	delete(s.held, e)
+	e.id = ""
+	s.mu.Unlock()
+	n := c.home(e.key, alive)
+	to := n.socks[int(hrwID(e.key)%uint64(len(n.socks)))]
+	e.sock.Store(to)
+	c.spilt.Add(1)
+	to.subscribe(e)
+	if e.state.Load() == stateDead {
+		to.drop(e)
+	}
+	return true
+}
+
+// Spilt returns how many keys were sent to their next engine because
+// their first choice refused too_many_subscriptions.
+func (c *Cache) Spilt() int64 { return c.spilt.Load() }
+
 // rebalanceInterval is how often the engines' health is looked at.
 const rebalanceInterval = 100 * time.Millisecond
 
@@ -109,7 +160,7 @@ func (c *Cache) rebalance(alive uint64) {
 	for _, s := range c.socks {
 		s.mu.Lock()
 		for e := range s.held {
-			if c.home(e.key, alive) != s.node {
+			if c.homeOf(e, alive) != s.node {
 				moves = append(moves, e)
 			}
 		}
@@ -128,7 +179,7 @@ func (c *Cache) rebalance(alive uint64) {
 // asks for min_lsn, so the answer is never older than one seen before.
 func (c *Cache) move(e *entry, alive uint64) {
 	from := e.sock.Load()
-	n := c.home(e.key, alive)
+	n := c.homeOf(e, alive)
 	if n == from.node {
 		return
 	}

@@ -425,6 +425,9 @@ func (s *socket) handle(f wire.Frame) {
 		s.c.saw(f.LSN)
 		s.c.reweigh(e)
 	case *wire.Refused:
+		if f.Code == wire.CodeTooMany && f.Retryable && len(s.c.nodes) > 1 && s.c.spill(s, f.ID) {
+			return
+		}
 		s.refuse(f.ID, &wire.Refused{ID: f.ID, Code: f.Code, Reason: f.Reason, Retryable: f.Retryable})
 	case *wire.Ended:
 		if f.Retryable {

@@ -152,16 +152,36 @@ func NewDB(t testing.TB) *DB {
 // semicolons) and closes the connection; the test fails on an error.
 func (d *DB) Exec(t testing.TB, sql string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, d.DSN)
-	if err != nil {
-		t.Fatalf("pgtest: connect to %s: %v", d.Name, err)
-	}
-	defer conn.Close(ctx)
+	ctx, conn, done := d.connect(t)
+	defer done()
 	if _, err := conn.Exec(ctx, sql); err != nil {
 		t.Fatalf("pgtest: %s: %v", sql, err)
 	}
+}
+
+// connect opens a connection for a short statement; done closes it.
+func (d *DB) connect(t testing.TB) (context.Context, *pgx.Conn, func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	conn, err := pgx.Connect(ctx, d.DSN)
+	if err != nil {
+		cancel()
+		t.Fatalf("pgtest: connect to %s: %v", d.Name, err)
+	}
+	return ctx, conn, func() { conn.Close(ctx); cancel() }
+}
+
+// SystemID returns the cluster's system identifier (what names a bus
+// stream and what a read cache verifies).
+func (d *DB) SystemID(t testing.TB) string {
+	t.Helper()
+	ctx, conn, done := d.connect(t)
+	defer done()
+	var id string
+	if err := conn.QueryRow(ctx, `SELECT system_identifier::text FROM pg_control_system()`).Scan(&id); err != nil {
+		t.Fatalf("pgtest: system identifier: %v", err)
+	}
+	return id
 }
 
 func dropDB(t testing.TB, name string) {
