@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -257,5 +258,53 @@ func TestSourceOnBus(t *testing.T) {
 	}
 	if _, err := OpenSource(ctx, SourceConfig{Conn: nc, SystemID: "7001", Database: "app", Slot: "freshet"}); err == nil {
 		t.Fatalf("a source opened a stream that does not exist")
+	}
+}
+
+// Connect waits for a bus that is not up yet (a relay started beside its
+// bus, or a bus restarting while the machine is busy) instead of giving
+// up at once: the clean-clone CI saw a relay exit "no servers available"
+// on a loaded machine and the cluster it fed stop moving. A malformed
+// address is refused at once, and an ended context ends the wait.
+func TestConnectWaitsForTheBus(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	done := make(chan error, 1)
+	go func() {
+		nc, err := Connect(context.Background(), url, "test")
+		if err == nil {
+			nc.Close()
+		}
+		done <- err
+	}()
+	time.Sleep(time.Second) // nothing listens yet
+	select {
+	case err := <-done:
+		t.Fatalf("Connect returned before the bus started: %v", err)
+	default:
+	}
+	runBus(t, t.TempDir(), port)
+	if err := <-done; err != nil {
+		t.Fatalf("Connect: %v, want a connection once the bus is up", err)
+	}
+
+	if _, err := Connect(context.Background(), "http://127.0.0.1:1", "test"); err == nil {
+		t.Fatalf("Connect accepted an http:// bus address")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody := "nats://" + ln.Addr().String()
+	ln.Close()
+	if _, err := Connect(ctx, nobody, "test"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Connect with an ended context = %v, want the context's error", err)
 	}
 }

@@ -159,7 +159,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	nc := r.cfg.Conn
 	if nc == nil {
 		var err error
-		if nc, err = Connect(r.cfg.URL, "freshet relay"); err != nil {
+		if nc, err = Connect(ctx, r.cfg.URL, "freshet relay"); err != nil {
 			return err
 		}
 		defer nc.Close()

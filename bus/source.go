@@ -74,7 +74,7 @@ func OpenSource(ctx context.Context, cfg SourceConfig) (*Source, error) {
 	}
 	s := &Source{cfg: cfg, nc: cfg.Conn}
 	if s.nc == nil {
-		nc, err := Connect(cfg.URL, "freshet serve")
+		nc, err := Connect(ctx, cfg.URL, "freshet serve")
 		if err != nil {
 			return nil, err
 		}

@@ -130,19 +130,38 @@ func description(database, slot string) string {
 	return "freshet relay: the change stream of database " + database + ", slot " + slot
 }
 
+// ConnectWait is how long Connect keeps trying a bus that does not answer
+// yet (started at the same time, restarting, or starved of CPU) before it
+// gives up: a daemon started beside its bus should not exit because the
+// bus came up a second later, and a wrong address is still reported
+// within half a minute.
+const ConnectWait = 30 * time.Second
+
 // Connect opens a NATS connection to the servers in rawURL (nats://host:port,
-// several separated by commas) that reconnects for ever. name names the
-// client in the server's monitoring.
-func Connect(rawURL, name string) (*nats.Conn, error) {
+// several separated by commas) that reconnects for ever once connected.
+// A bus that cannot be reached is tried again every 250 ms for
+// ConnectWait (or until ctx ends). name names the client in the server's
+// monitoring.
+func Connect(ctx context.Context, rawURL, name string) (*nats.Conn, error) {
 	if err := ValidateURL(rawURL); err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(rawURL, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
-		nats.RetryOnFailedConnect(false), nats.Timeout(5*time.Second))
-	if err != nil {
-		return nil, fmt.Errorf("connect to the bus at %s: %w (is nats-server running with JetStream on, -js?)", redactURL(rawURL), err)
+	deadline := time.Now().Add(ConnectWait)
+	for {
+		nc, err := nats.Connect(rawURL, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
+			nats.RetryOnFailedConnect(false), nats.Timeout(5*time.Second))
+		if err == nil {
+			return nc, nil
+		}
+		if !errors.Is(err, nats.ErrNoServers) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("connect to the bus at %s: %w (is nats-server running with JetStream on, -js?)", redactURL(rawURL), err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connect to the bus at %s: %w", redactURL(rawURL), ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
-	return nc, nil
 }
 
 // ValidateURL checks a bus address: nats:// (or tls://) URLs, comma

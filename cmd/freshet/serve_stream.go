@@ -58,7 +58,7 @@ func openStream(ctx context.Context, cfg *serveConfig, log *slog.Logger) (*serve
 	if err != nil {
 		return nil, fmt.Errorf("read the read database's system identifier: %w", err)
 	}
-	if st.nc, err = bus.Connect(cfg.Source, "freshet serve"); err != nil {
+	if st.nc, err = bus.Connect(ctx, cfg.Source, "freshet serve"); err != nil {
 		return nil, err
 	}
 	st.types = pgwal.NewTypeResolver(cfg.ReadDSN, log)
