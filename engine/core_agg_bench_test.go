@@ -26,6 +26,18 @@ var aggBenchQueries = []struct{ name, sql string }{
 	{"all", "SELECT cat, count(*), sum(price), avg(price), min(price), max(price), count(DISTINCT price) FROM items GROUP BY cat"},
 }
 
+// distinctBenchQueries are the DISTINCT and DISTINCT ON subscriptions
+// the aggregate benchmarks keep too (a DISTINCT ON group keeps every row
+// in its tree), with ordered_count, a GROUP BY ordered over all its
+// groups as DISTINCT ON's result is: an ordered result without a LIMIT
+// diffs its whole order at each change.
+var distinctBenchQueries = []struct{ name, sql string }{
+	{"distinct", "SELECT DISTINCT cat FROM items"},
+	{"distinct_on_top10", "SELECT DISTINCT ON (cat) cat, id, price FROM items ORDER BY cat, price DESC, id LIMIT 10"},
+	{"distinct_on_all", "SELECT DISTINCT ON (cat) cat, id, price FROM items ORDER BY cat, price DESC, id"},
+	{"ordered_count", "SELECT cat, count(*) FROM items GROUP BY cat ORDER BY cat"},
+}
+
 // loadGroups subscribes plan on an empty items table and inserts rows
 // rows in groups groups (cat "c0".."c<groups-1>", price id%1000).
 func loadGroups(tb testing.TB, bc *benchCore, plan *query.Plan, rows, groups int) {
@@ -53,7 +65,7 @@ func (bc *benchCore) groupRow(id, price, group int) change.Row {
 // the delta).
 func BenchmarkAggChange(b *testing.B) {
 	const rows, groups = 1_000_000, 10_000
-	for _, q := range aggBenchQueries {
+	for _, q := range append(slices.Clone(aggBenchQueries), distinctBenchQueries...) {
 		for _, move := range []bool{false, true} {
 			name := q.name + "/within"
 			if move {
@@ -105,8 +117,9 @@ func TestAggMemoryPerGroup(t *testing.T) {
 	t.Logf("rows alone (a COUNT(*) view): %.0f bytes per group of %d rows", base, rows/groups)
 	// A group of 10 distinct prices; min/max and count(DISTINCT) grow with
 	// the distinct values a group holds, the others do not.
-	bounds := map[string]float64{"count": 1000, "sum": 1000, "avg": 1100, "min_max": 3200, "count_distinct": 2200, "top10": 1100, "all": 5500}
-	for _, q := range aggBenchQueries {
+	bounds := map[string]float64{"count": 1000, "sum": 1000, "avg": 1100, "min_max": 3200, "count_distinct": 2200, "top10": 1100, "all": 5500,
+		"distinct": 1000, "distinct_on_top10": 4500, "distinct_on_all": 4500, "ordered_count": 1100}
+	for _, q := range append(slices.Clone(aggBenchQueries), distinctBenchQueries...) {
 		per := measure(q.sql) - base
 		t.Logf("%s: %.0f bytes per group beyond its rows (%s)", q.name, per, q.sql)
 		if per > bounds[q.name] {
