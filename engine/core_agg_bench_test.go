@@ -12,6 +12,7 @@ import (
 
 	"github.com/freshetdb/freshet/change"
 	"github.com/freshetdb/freshet/query"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // aggBenchQueries are the grouped subscriptions the aggregate benchmarks
@@ -136,17 +137,11 @@ func TestBenchAggPostgres(t *testing.T) {
 		t.Skip("set FRESHET_AGG_BENCH=1 to time the aggregate queries on PostgreSQL")
 	}
 	pool := newPool(t)
-	ctx := context.Background()
-	for _, sql := range []string{
+	execAll(t, pool,
 		"CREATE TABLE items (id int4 PRIMARY KEY, name text, price int4, cat text)",
 		"INSERT INTO items SELECT g, 'n', g % 1000, 'c' || (g % 10000) FROM generate_series(0, 999999) g",
 		"CREATE INDEX ON items (cat)",
-		"VACUUM ANALYZE items",
-	} {
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+		"VACUUM ANALYZE items")
 	for _, q := range aggBenchQueries {
 		for _, one := range []bool{false, true} {
 			sql := q.sql
@@ -156,23 +151,41 @@ func TestBenchAggPostgres(t *testing.T) {
 				}
 				sql = "SELECT cat, " + sql[len("SELECT cat, "):len(sql)-len(" FROM items GROUP BY cat")] + " FROM items WHERE cat = 'c4242' GROUP BY cat"
 			}
-			var times []time.Duration
-			for range 7 {
-				start := time.Now()
-				rows, err := pool.Query(ctx, sql)
-				if err != nil {
-					t.Fatalf("%s: %v", sql, err)
-				}
-				for rows.Next() {
-				}
-				if rows.Err() != nil {
-					t.Fatalf("%s: %v", sql, rows.Err())
-				}
-				rows.Close()
-				times = append(times, time.Since(start))
-			}
-			slices.Sort(times)
-			t.Logf("%-14s one group=%-5v median %v (min %v): %s", q.name, one, times[3], times[0], sql)
+			median, least := timeRead(t, pool, sql)
+			t.Logf("%-14s one group=%-5v median %v (min %v): %s", q.name, one, median, least, sql)
 		}
 	}
+}
+
+// execAll runs each statement on the pool, failing the test on an error.
+func execAll(t *testing.T, pool *pgxpool.Pool, stmts ...string) {
+	t.Helper()
+	for _, sql := range stmts {
+		if _, err := pool.Exec(context.Background(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
+
+// timeRead runs a query 7 times, reading every row, and returns the
+// median and the least time.
+func timeRead(t *testing.T, pool *pgxpool.Pool, sql string) (median, least time.Duration) {
+	t.Helper()
+	var times []time.Duration
+	for range 7 {
+		start := time.Now()
+		rows, err := pool.Query(context.Background(), sql)
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		for rows.Next() {
+		}
+		if rows.Err() != nil {
+			t.Fatalf("%s: %v", sql, rows.Err())
+		}
+		rows.Close()
+		times = append(times, time.Since(start))
+	}
+	slices.Sort(times)
+	return times[3], times[0]
 }

@@ -302,6 +302,33 @@ func (h *harness) joined(plan *query.Plan, st map[string]map[string]hrow) ([]que
 			tkeys = append(tkeys, k)
 		}
 		slices.Sort(tkeys)
+		if src.Join == query.JoinAnti {
+			// NOT IN (subquery), by PostgreSQL's rules.
+			on := src.On[0]
+			var x any
+			if cur[on.Other] != nil {
+				x = cur[on.Other][on.OtherColumn]
+			}
+			kept, nulls, match := 0, false, false
+			for _, k := range tkeys {
+				vals := h.srcVals(src, ht, st[ht.name][k])
+				if plan.EvalSource(i, vals) != query.True {
+					continue
+				}
+				kept++
+				switch a := vals[on.Column]; {
+				case a == nil:
+					nulls = true
+				case x != nil && string(query.AppendKey(nil, src.Columns[on.Column].TypeOID, a)) ==
+					string(query.AppendKey(nil, plan.Sources[on.Other].Columns[on.OtherColumn].TypeOID, x)):
+					match = true
+				}
+			}
+			if kept == 0 || x != nil && !nulls && !match {
+				rec(i+1, cur, key)
+			}
+			return
+		}
 		found := false
 		for _, k := range tkeys {
 			vals := h.srcVals(src, ht, st[ht.name][k])

@@ -32,8 +32,16 @@ import (
 // the count of matching rows. Enumeration goes on past it once when the
 // set for the parent's value is not empty, adding nothing to the joined
 // row (its key part is empty), so duplicates in the subquery never
-// duplicate a result row; a change to one of its rows marks the roots
-// holding its old and new value, as any source's does.
+// duplicate a result row; a transaction marks the roots holding a value
+// only when the set for that value becomes empty or not (subquerySets:
+// two matching organizations becoming one moves no ticket).
+//
+// A NOT IN (subquery) is an anti-joined source (query.JoinAnti), held the
+// same way plus the keys of its rows whose output column is NULL
+// (vs.nulls): enumeration goes on past it when it holds no row, or when
+// the parent's value is not NULL, matches none and no row is NULL
+// (antiKeeps). Its emptiness and its NULLs decide every root at once, so
+// a transaction that changes either recomputes them all.
 //
 // Memory: every row of every source table that satisfies the source's
 // constraints is held (once, shared with other views), plus the result
@@ -144,12 +152,13 @@ func predMatch(preds []srcPred, vals []any) (match, known bool) {
 
 // sourceMatch reports whether a row of source i's table belongs to the
 // source: it satisfies the source's constraints and, for the table of an
-// IN (subquery) (query.JoinSemi), the subquery's WHERE; known is false
+// IN or NOT IN (subquery) (query.JoinSemi, JoinAnti), the subquery's
+// WHERE; known is false
 // when a value it needs is unknown.
 func (v *view) sourceMatch(i int, vals []any) (match, known bool) {
 	match, known = predMatch(v.js.preds[i], vals)
 	vs := v.srcs[i]
-	if !match || !known || vs.src.Join != query.JoinSemi {
+	if !match || !known || !vs.src.Subquery() {
 		return match, known
 	}
 	sv := srcVals(vs, vals)
@@ -235,6 +244,8 @@ func (v *view) hold(vs *viewSource, pk string, h *heldRow) {
 	if len(vs.src.On) > 0 {
 		if k, ok := joinKey(vs, vals); ok {
 			addIdx(vs.byJoin, k, pk, h)
+		} else if vs.src.Join == query.JoinAnti {
+			vs.nulls[pk] = true
 		}
 	}
 	for c, m := range vs.byCol {
@@ -250,6 +261,8 @@ func (v *view) unhold(vs *viewSource, pk string, vals []any) {
 	if len(vs.src.On) > 0 {
 		if k, ok := joinKey(vs, vals); ok {
 			delIdx(vs.byJoin, k, pk)
+		} else if vs.src.Join == query.JoinAnti {
+			delete(vs.nulls, pk)
 		}
 	}
 	for c, m := range vs.byCol {
@@ -305,6 +318,13 @@ func (v *view) enumerate(rootKey string, root *heldRow, budget *int) (_ []*entry
 			}
 			return
 		}
+		if vs.src.Join == query.JoinAnti {
+			if antiKeeps(v, vs, q) {
+				rows[i], q[i], keys[i] = nil, nil, ""
+				rec(i + 1)
+			}
+			return
+		}
 		found := false
 		if k, ok := parentKey(v, vs, q); ok {
 			m := vs.byJoin[k]
@@ -324,6 +344,80 @@ func (v *view) enumerate(rootKey string, root *heldRow, budget *int) (_ []*entry
 	}
 	rec(1)
 	return out, !over
+}
+
+// setKey is a join value of a subquery's source.
+type setKey struct {
+	src int
+	key string
+}
+
+func cmpSetKey(a, b setKey) int {
+	if a.src != b.src {
+		return a.src - b.src
+	}
+	return cmpStr(a.key, b.key)
+}
+
+// subquerySets returns, for every join value a transaction's touched rows
+// of an IN or NOT IN (subquery) source had or will have, whether the set
+// of held rows with that value is not empty before the transaction.
+func (v *view) subquerySets(s *state, js *joinState) map[setKey]bool {
+	var sets map[setKey]bool
+	for i, vs := range v.srcs {
+		if !vs.src.Subquery() || len(js.touched[i]) == 0 {
+			continue
+		}
+		if sets == nil {
+			sets = make(map[setKey]bool)
+		}
+		note := func(vals []any) {
+			if k, ok := joinKey(vs, vals); ok {
+				sk := setKey{i, k}
+				if _, seen := sets[sk]; !seen {
+					sets[sk] = len(vs.byJoin[k]) > 0
+				}
+			}
+		}
+		for k, old := range js.touched[i] {
+			if old != nil {
+				note(old)
+			}
+			if changed := s.overlay[rowRef{vs.t.oid, k}]; changed != nil && changed.after != nil {
+				note(changed.after)
+			}
+		}
+	}
+	return sets
+}
+
+// antiKeeps reports whether NOT IN (subquery) holds for a partial joined
+// row, as PostgreSQL decides it: true when the subquery keeps no row (a
+// NULL on the left included); otherwise false for a NULL on the left, a
+// matching row, or any row with a NULL output (NULL or false: never true).
+func antiKeeps(v *view, vs *viewSource, q query.Row) bool {
+	if len(vs.rows) == 0 {
+		return true
+	}
+	if len(vs.nulls) > 0 {
+		return false
+	}
+	k, ok := parentKey(v, vs, q)
+	return ok && len(vs.byJoin[k]) == 0
+}
+
+// antiState is what every row of the outer query depends on in a NOT IN
+// (subquery): whether it keeps any row, and any with a NULL output.
+type antiState struct{ empty, nulls bool }
+
+func antiStates(v *view) []antiState {
+	var out []antiState
+	for _, vs := range v.srcs {
+		if vs.src.Join == query.JoinAnti {
+			out = append(out, antiState{len(vs.rows) == 0, len(vs.nulls) > 0})
+		}
+	}
+	return out
 }
 
 // joinBudget is the joined rows one view may examine in one landing or one
@@ -459,16 +553,19 @@ func (s *state) truncateJoin(vs *viewSource) {
 func (s *state) settleJoin(v *view, lsn change.LSN) {
 	js := v.js
 	roots := make(map[string]struct{})
+	antiBefore := antiStates(v)
+	sets := v.subquerySets(s, js)
 	// Source rows first: which rows each source now holds.
 	for i, vs := range v.srcs {
 		t := js.touched[i]
 		keys := slices.Sorted(maps.Keys(t))
+		sub := vs.src.Subquery()
 		for _, k := range keys {
 			old := t[k]
 			for _, e := range js.bySrc[i][k] {
 				roots[e.ext.join.root] = struct{}{}
 			}
-			if old != nil {
+			if old != nil && !sub {
 				v.rootsOf(i, k, old, roots, 0)
 			}
 			var after []any
@@ -495,10 +592,34 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 			if after != nil {
 				h.addHolder(vs)
 				v.hold(vs, k, h)
-				v.rootsOf(i, k, after, roots, 0)
+				if !sub {
+					v.rootsOf(i, k, after, roots, 0)
+				}
 			}
 		}
 		clear(t)
+	}
+	// A subquery's row changes an outer row only by making the set of
+	// its value empty or not (2 matching organizations becoming 1 moves
+	// no ticket).
+	for _, sk := range slices.SortedFunc(maps.Keys(sets), cmpSetKey) {
+		vs := v.srcs[sk.src]
+		if len(vs.byJoin[sk.key]) > 0 != sets[sk] {
+			on := vs.src.On[0]
+			for ppk, h := range v.srcs[on.Other].byCol[on.OtherColumn][sk.key] {
+				v.rootsOf(on.Other, ppk, h.values(), roots, 1)
+			}
+		}
+	}
+	if !slices.Equal(antiBefore, antiStates(v)) {
+		// A NOT IN (subquery) became empty or not, or got or lost its
+		// NULLs: every row of the outer query may come or go.
+		for rk := range v.srcs[0].rows {
+			roots[rk] = struct{}{}
+		}
+		for rk := range js.byRoot {
+			roots[rk] = struct{}{}
+		}
 	}
 	// Then the results of every root they can reach.
 	before := v.countN()
@@ -757,6 +878,7 @@ func (s *state) landJoin(v *view) {
 		}
 		vs.rows = make(map[string]*heldRow)
 		vs.byJoin = make(map[string]map[string]*heldRow)
+		vs.nulls = make(map[string]bool)
 		for c := range vs.byCol {
 			vs.byCol[c] = make(map[string]map[string]*heldRow)
 		}

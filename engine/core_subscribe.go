@@ -71,6 +71,7 @@ func (s *state) newView(plan *query.Plan) (*view, string) {
 		if v.isJoin() {
 			vs.rows = make(map[string]*heldRow)
 			vs.byJoin = make(map[string]map[string]*heldRow)
+			vs.nulls = make(map[string]bool)
 		}
 		tb.srcs[vs] = struct{}{}
 		tb.route.add(vs)
@@ -184,7 +185,7 @@ func (s *state) killView(v *view) {
 		for k, h := range vs.rows {
 			s.release(tb, k, h, vs)
 		}
-		vs.rows, vs.byJoin = nil, nil
+		vs.rows, vs.byJoin, vs.nulls = nil, nil, nil
 		if len(tb.srcs) == 0 {
 			delete(s.tables, tb.oid)
 		}

@@ -47,6 +47,9 @@ type viewSource struct {
 	// byJoin indexes rows by the encoding of the source's join columns
 	// (On[k].Column for each k), for joins.
 	byJoin map[string]map[string]*heldRow
+	// nulls holds, for the table of a NOT IN (subquery), the keys of the
+	// rows whose output column is NULL (they make NOT IN never true).
+	nulls map[string]bool
 	// byCol indexes rows by each column a later source joins on.
 	byCol map[int]map[string]map[string]*heldRow
 }

@@ -128,7 +128,8 @@
 // row limit of joined rows. An IN (subquery) is a semi-joined source of
 // such a view: its rows the subquery keeps, per join value; a row of the
 // outer query is in the result, once, while that value's set is not
-// empty.
+// empty. A NOT IN (subquery) is an anti-joined source, which also keeps
+// the keys of its rows whose output is NULL (PostgreSQL's NULL rules).
 //
 // # Aggregates
 //

@@ -37,6 +37,12 @@ import (
 // an acknowledgement must be the answer of the transactions committed
 // before it (passWatch).
 //
+// Queries are filters, joins, counts, windows, expressions and aggregates,
+// each maybe with an uncorrelated IN or NOT IN (subquery) ANDed in ("+in",
+// "+notin": a join column of the outer query against one of a table's,
+// duplicates and NULLs among its values, the subquery reading the outer
+// query's own table at times), in rows and touch mode.
+//
 // Columns are drawn from integers, numeric, float8, text, varchar, bool,
 // timestamptz, date, uuid, jsonb, json, int4[] and text[], bytea and
 // interval; binds are text or binary (and untyped); LIMIT and OFFSET are
@@ -46,10 +52,11 @@ import (
 // schema_changed): internal, read_failed, timeout... are failures. Over
 // the CI seeds, coverage floors per shape (joins, windows, counts, LIKE
 // with a literal run the LIKE index routes by, ordered results,
-// aggregates, DISTINCT and DISTINCT ON in rows and touch mode, binary
-// binds, touch mode, acknowledged positions) fail a run in which a
-// regression refuses a whole shape, and touches for transactions that
-// changed nothing may be at most a quarter of all touches.
+// aggregates, DISTINCT and DISTINCT ON in rows and touch mode, IN and NOT
+// IN (subquery) in rows and touch mode, binary binds, touch mode,
+// acknowledged positions) fail a run in which a regression refuses a
+// whole shape, and touches for transactions that changed nothing may be
+// at most a quarter of all touches.
 //
 // Touch-mode subscriptions ride along: after every committed write the
 // writer runs each one's query on PostgreSQL, and every transaction that
@@ -88,6 +95,11 @@ const diffJoins = true
 // expressions, expression ORDER BY keys: "+expr" shapes). Turn it off
 // only to tell an expression bug from others.
 const diffExprs = true
+
+// diffSubqueries draws uncorrelated IN (subquery) conditions ("+in"
+// shapes) in rows and touch mode. Turn it off only to tell a semi-join bug
+// from others.
+const diffSubqueries = true
 
 func TestDifferential(t *testing.T) {
 	if testing.Short() {
@@ -128,6 +140,8 @@ func TestDifferential(t *testing.T) {
 	t.Logf("schema changes: %v", total.ddl)
 	t.Logf("touch mode: %d subscriptions checked; %d committed transactions changed their results, every one touched at its commit; %d touches, %d of them (%.1f%%) for a transaction that left the result as it was or at a re-read's landing",
 		total.touchSubs, total.touchChanged, total.touches, total.falseTouches, 100*float64(total.falseTouches)/float64(max(total.touches, 1)))
+	t.Logf("subqueries: %d IN and %d NOT IN results compared; %d committed transactions changed a touch-mode IN or NOT IN (subquery) result",
+		shapeCount(total.shapes, "+in"), shapeCount(total.shapes, "+notin"), total.touchInChanged)
 	t.Logf("compared %d client states at positions the engine acknowledged (what lag frames vouch for); %d results of queries with binary binds at quiet points",
 		total.passed, total.binary)
 	if total.compared == 0 {
@@ -146,17 +160,8 @@ func TestDifferential(t *testing.T) {
 		// Coverage floors, about a third of what the CI seeds reach: a
 		// regression that refuses (or ends) every query of a shape must
 		// fail the run, not shrink it silently.
-		countIn := func(shapes map[string]int, sub string) int {
-			n := 0
-			for shape, c := range shapes {
-				if strings.Contains(shape, sub) {
-					n += c
-				}
-			}
-			return n
-		}
-		count := func(sub string) int { return countIn(total.shapes, sub) }
-		countTouch := func(sub string) int { return countIn(total.touchShapes, sub) }
+		count := func(sub string) int { return shapeCount(total.shapes, sub) }
+		countTouch := func(sub string) int { return shapeCount(total.touchShapes, sub) }
 		floors := []struct {
 			what      string
 			got, want int
@@ -174,7 +179,10 @@ func TestDifferential(t *testing.T) {
 			{"DISTINCT and DISTINCT ON touch-mode subscriptions checked", countTouch("distinct"), 1},
 			{"ordered results compared", total.ordered, 55},
 			{"results of queries with binary binds compared", total.binary, 15},
+			{"results of IN (subquery) queries compared", count("+in"), 12},
+			{"results of NOT IN (subquery) queries compared", count("+notin"), 11},
 			{"touch-mode subscriptions checked", total.touchSubs, 13},
+			{"transactions that changed an IN or NOT IN (subquery) touch-mode result", total.touchInChanged, 8},
 			{"transactions that changed a touch-mode result", total.touchChanged, 35},
 			{"client states compared at acknowledged positions", total.passed, 2000},
 		}
@@ -190,10 +198,22 @@ func TestDifferential(t *testing.T) {
 type diffTotals struct {
 	seeds, subs, compared, ordered, counts, commits, rollbacks int
 	touchSubs, touchChanged, touches, falseTouches             int
+	touchInChanged                                             int // touchChanged of IN (subquery) queries
 	binary                                                     int // compared results of queries with a binary bind
 	passed                                                     int // client states compared at acknowledged positions
 	refused, ended, shapes, ddl                                map[string]int
 	touchShapes                                                map[string]int // touch-mode subscriptions checked, by shape
+}
+
+// shapeCount is how many of shapes' counts are of shapes naming sub.
+func shapeCount(shapes map[string]int, sub string) int {
+	n := 0
+	for shape, c := range shapes {
+		if strings.Contains(shape, sub) {
+			n += c
+		}
+	}
+	return n
 }
 
 // dcol is a column of a generated table.
@@ -635,6 +655,43 @@ func (q *qbuilder) keyPred() string {
 	return name + " = " + q.operand(c)
 }
 
+// inSubquery draws an uncorrelated IN or NOT IN (subquery) condition on
+// a join column (k or r, int4) of one of the sources ("+in" and "+notin"
+// shapes): the subquery reads one table (maybe one of the sources' own,
+// under its own alias), outputs its k or r (duplicates and NULLs among
+// them), maybe with DISTINCT, and filters by a predicate over its own
+// columns, or none. It returns the condition, the table it reads and its
+// shape.
+func (q *qbuilder) inSubquery() (string, *dtable, string) {
+	g := q.g
+	s := q.srcs[g.rng.IntN(len(q.srcs))]
+	outer := s.alias + "." + g.pick([]string{"k", "r"})
+	tb := g.tables[g.rng.IntN(len(g.tables))]
+	sub := &qbuilder{g: g, srcs: []dsrc{{tb: tb, alias: "sq"}}, binds: q.binds}
+	where := ""
+	if g.rng.IntN(4) > 0 {
+		where = " WHERE " + sub.pred(1)
+	}
+	q.binds = sub.binds
+	op := g.pick([]string{"IN", "IN", "= ANY", "NOT IN", "NOT IN", "<> ALL"})
+	shape := "+in"
+	if op == "NOT IN" || op == "<> ALL" {
+		shape = "+notin"
+	}
+	return fmt.Sprintf("%s %s (SELECT %ssq.%s FROM %s sq%s)", outer, op,
+		g.pick([]string{"", "", "DISTINCT "}), g.pick([]string{"k", "r", "r"}), tb.name, where), tb, shape
+}
+
+// withSubquery adds an IN (subquery) condition to a WHERE clause (" WHERE
+// ..." or ""), ANDed with all of it.
+func (q *qbuilder) withSubquery(where string) (string, *dtable, string) {
+	cond, tb, shape := q.inSubquery()
+	if where == "" {
+		return " WHERE " + cond, tb, shape
+	}
+	return " WHERE " + cond + " AND (" + where[len(" WHERE "):] + ")", tb, shape
+}
+
 // joinOn links source i to an earlier one; "" when none fits.
 func (q *qbuilder) joinOn(i int) string {
 	b := q.srcs[i]
@@ -758,6 +815,14 @@ func (g *dgen) query() dquery {
 		}
 		shape += "+key"
 	}
+	var subTables []*dtable
+	if diffSubqueries && g.rng.IntN(4) == 0 {
+		var tb *dtable
+		var sub string
+		where, tb, sub = q.withSubquery(where)
+		subTables = append(subTables, tb)
+		shape += sub
+	}
 	var order []string
 	limit, offset := "", ""
 	if !count && g.rng.IntN(2) == 0 {
@@ -790,6 +855,11 @@ func (g *dgen) query() dquery {
 	for _, src := range q.srcs {
 		if !slices.Contains(dq.tables, src.tb.name) {
 			dq.tables = append(dq.tables, src.tb.name)
+		}
+	}
+	for _, tb := range subTables {
+		if !slices.Contains(dq.tables, tb.name) {
+			dq.tables = append(dq.tables, tb.name)
 		}
 	}
 	dq.sql = sel
@@ -888,6 +958,12 @@ func (q *qbuilder) aggregate(from string) dquery {
 	if g.rng.IntN(3) > 0 {
 		where = " WHERE " + q.pred(2)
 	}
+	var subTable *dtable
+	if diffSubqueries && g.rng.IntN(4) == 0 {
+		var sub string
+		where, subTable, sub = q.withSubquery(where)
+		shape += sub
+	}
 	group := ""
 	if len(keys) > 0 {
 		group = " GROUP BY " + strings.Join(keys, ", ")
@@ -902,6 +978,9 @@ func (q *qbuilder) aggregate(from string) dquery {
 		if !slices.Contains(dq.tables, src.tb.name) {
 			dq.tables = append(dq.tables, src.tb.name)
 		}
+	}
+	if subTable != nil && !slices.Contains(dq.tables, subTable.name) {
+		dq.tables = append(dq.tables, subTable.name)
 	}
 	if len(keys) > 0 && keyOrderable && g.rng.IntN(2) == 0 {
 		// A leaderboard: by an aggregate, then every key (groups are
@@ -1613,6 +1692,9 @@ func (w *touchWatch) check(total *diffTotals) error {
 			}
 			if tx.changed[i] {
 				total.touchChanged++
+				if strings.Contains(s.q.shape, "+in") || strings.Contains(s.q.shape, "+notin") {
+					total.touchInChanged++
+				}
 				if !found {
 					prev := ""
 					if j > 0 {

@@ -42,9 +42,17 @@ var subqueryQueries = []refQuery{
 	// Constant values in the subquery bound the outer read.
 	{sql: `SELECT id FROM tickets WHERE org_id IN (SELECT id FROM orgs WHERE id IN (1, 2, 3) AND plan <> 'free')`},
 	{sql: `SELECT id FROM tickets WHERE org_id IN (SELECT id FROM orgs) AND updated > 50`},
+	// NOT IN: the subquery empty (a NULL on the left kept), NULLs in its
+	// output (nothing kept), int8 against int4 and text.
+	{sql: `SELECT id, org_id FROM tickets WHERE org_id NOT IN (SELECT id FROM orgs WHERE plan = 'free')`},
+	{sql: `SELECT count(*) FROM tickets WHERE org_id NOT IN (SELECT seats FROM orgs WHERE plan = 'pro')`},
+	{sql: `SELECT id FROM orgs WHERE id <> ALL (SELECT org_id FROM tickets WHERE status = 'closed') ORDER BY id LIMIT 3`,
+		ref: `SELECT id, dense_rank() OVER (ORDER BY id) FROM orgs WHERE id <> ALL (SELECT org_id FROM tickets WHERE status = 'closed') ORDER BY id LIMIT 3`, ordered: true},
+	{sql: `SELECT id FROM tickets WHERE region NOT IN (SELECT region FROM orgs WHERE seats > 3) AND org_id IN (SELECT id FROM orgs)`},
+	{sql: `SELECT status, count(*) FROM tickets WHERE parent NOT IN (SELECT parent FROM tickets WHERE status = 'pending') GROUP BY status`},
 }
 
-// IN-subquery subscriptions stay equal to PostgreSQL's own answer after
+// IN and NOT IN subquery subscriptions stay equal to PostgreSQL's own answer after
 // each of many random writes to both tables: organizations changing plan
 // (their tickets move in and out), the last matching organization leaving,
 // tickets changing organization, NULLs on both sides, keys changing,

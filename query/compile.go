@@ -35,7 +35,7 @@ type compiler struct {
 	work int // units of work done, for tick
 
 	// subq > 0 while compiling the subquery of Sources[subq-1] (a
-	// JoinSemi source): names resolve to that table alone. Otherwise
+	// JoinSemi or JoinAnti source): names resolve to that table alone. Otherwise
 	// they resolve to the FROM sources, never to a subquery's table.
 	subq        int
 	subInValues int64 // IN values in subqueries' WHERE clauses, counted against MaxInValues
@@ -619,7 +619,7 @@ func (c *compiler) visible(i int) bool {
 	if c.subq > 0 {
 		return i == c.subq-1
 	}
-	return c.sources[i].Join != JoinSemi
+	return !c.sources[i].Subquery()
 }
 
 // resolveColumn finds the column a ColumnRef's fields name. It returns
@@ -886,7 +886,7 @@ func (c *compiler) addTable(rv *pg.RangeVar, kind JoinKind, nullable bool) error
 	for _, s := range c.sources {
 		// A subquery's table is alone in its scope: it may repeat an
 		// outer name (tickets WHERE id IN (SELECT ... FROM tickets)).
-		if s.Alias == alias && kind != JoinSemi && s.Join != JoinSemi {
+		if s.Alias == alias && kind != JoinSemi && kind != JoinAnti && !s.Subquery() {
 			return refusalAt(rv.Location, CodeDuplicateAlias, "table name %q specified more than once", alias)
 		}
 	}
@@ -1206,18 +1206,18 @@ func (c *compiler) unsupported(n *pg.Node, where string) error {
 		switch {
 		case c.subq > 0:
 			return refusalAt(sl.Location, CodeSubquery, "a subquery inside a subquery is not supported (%s)", c.snippet(n))
-		case sl.SubLinkType == pg.SubLinkType_ANY_SUBLINK:
+		case sl.SubLinkType == pg.SubLinkType_ANY_SUBLINK || sl.SubLinkType == pg.SubLinkType_ALL_SUBLINK && (opName(sl.OperName) == "<>" || opName(sl.OperName) == "!="):
 			nor := ""
 			if where != "in WHERE" {
 				nor = ", nor " + where
 			}
-			return refusalAt(sl.Location, CodeSubquery, "IN (subquery) is supported only as a condition ANDed with the rest of WHERE (not under OR or NOT%s): %s", nor, c.snippet(n))
+			return refusalAt(sl.Location, CodeSubquery, "IN and NOT IN (subquery) are supported only as conditions ANDed with the rest of WHERE (not under OR or NOT%s): %s", nor, c.snippet(n))
 		case sl.SubLinkType == pg.SubLinkType_EXISTS_SUBLINK:
 			return refusalAt(sl.Location, CodeSubquery, "EXISTS (subquery) is not supported; write column IN (SELECT ...) (%s)", c.snippet(n))
 		case sl.SubLinkType == pg.SubLinkType_EXPR_SUBLINK:
 			return refusalAt(sl.Location, CodeSubquery, "a scalar subquery (a SELECT used as a value) is not supported (%s)", c.snippet(n))
 		case sl.SubLinkType == pg.SubLinkType_ALL_SUBLINK:
-			return refusalAt(sl.Location, CodeSubquery, "ALL (subquery) is not supported (%s)", c.snippet(n))
+			return refusalAt(sl.Location, CodeSubquery, "%s ALL (subquery) is not supported; only <> ALL (subquery), which is NOT IN (%s)", opName(sl.OperName), c.snippet(n))
 		case sl.SubLinkType == pg.SubLinkType_ARRAY_SUBLINK:
 			return refusalAt(sl.Location, CodeSubquery, "ARRAY(subquery) is not supported (%s)", c.snippet(n))
 		}

@@ -41,7 +41,7 @@ func colKey(r *colRef) [2]int { return [2]int{r.src, r.cat} }
 func (c *compiler) constraints(p *Plan) {
 	semi := false
 	for _, s := range p.Sources {
-		semi = semi || s.Join == JoinSemi
+		semi = semi || s.Subquery()
 	}
 	if p.filter == nil && !semi {
 		return
@@ -137,6 +137,10 @@ func (c *compiler) constraints(p *Plan) {
 //     Through a LEFT join the parent row stays (null-extended), so nothing
 //     goes back. A semi-join (IN (subquery)) is an inner join here: an
 //     outer row matching no held row of the subquery's table is not kept.
+//   - Nothing crosses an anti-join (NOT IN (subquery)): every row its
+//     subquery keeps matters, whatever its value (one makes the subquery
+//     non-empty, one with a NULL makes NOT IN never true), and outer rows
+//     are kept by what they do not match.
 //
 // Only IN value sets travel, without NULL (NULL equals nothing: an IS NULL
 // alone gives nothing), and only between columns of one type and of
@@ -173,7 +177,9 @@ func (dv *deriver) propagate(cols map[[2]int]*dom) {
 	for range 2 * len(joins) {
 		changed := false
 		for _, j := range joins {
-			changed = step(j.other, j.mine) || changed
+			if dv.c.sources[j.src].Join != JoinAnti {
+				changed = step(j.other, j.mine) || changed
+			}
 		}
 		for i := len(joins) - 1; i >= 0; i-- {
 			if j := joins[i]; dv.c.sources[j.src].Join == JoinInner || dv.c.sources[j.src].Join == JoinSemi {

@@ -24,7 +24,7 @@ func (p *Plan) Eval(row Row) Tri {
 }
 
 // EvalSource evaluates the subquery's WHERE of a semi-joined source
-// (Sources[i].Join is JoinSemi) over one row of its table, vals in the
+// (Sources[i].Join is JoinSemi or JoinAnti) over one row of its table, vals in the
 // source's Columns order: True when the subquery keeps the row. It is
 // True for a source without a WHERE of its own. Such a WHERE never
 // raises (Compile refuses one that could).

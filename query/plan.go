@@ -125,7 +125,8 @@ type Plan struct {
 
 	// Sources are the tables of the join tree in FROM order. Sources[0] is
 	// the root; each later one is joined to earlier ones. The tables of
-	// IN (subquery) conditions follow, one each (JoinSemi).
+	// IN and NOT IN (subquery) conditions follow, one each (JoinSemi,
+	// JoinAnti).
 	Sources []*Source
 
 	// Output are the columns of the result, in order. For a COUNT(*)
@@ -180,6 +181,13 @@ const (
 	// of its rows match, the joined row is there once. Semi-joined
 	// sources come after every FROM source.
 	JoinSemi
+	// JoinAnti is the table of an uncorrelated NOT IN (subquery) (or <>
+	// ALL (subquery)), with PostgreSQL's NULL rules: a row of the sources
+	// before it is kept when the subquery keeps no row at all (even if
+	// the left column is NULL), or when the left column is not NULL, no
+	// row the subquery keeps matches On, and none of them has a NULL in
+	// the output column. Like JoinSemi it adds nothing to a joined row.
+	JoinAnti
 )
 
 // String names the join kind.
@@ -191,6 +199,8 @@ func (k JoinKind) String() string {
 		return "left"
 	case JoinSemi:
 		return "semi"
+	case JoinAnti:
+		return "anti"
 	}
 	return "root"
 }
@@ -242,8 +252,13 @@ type Source struct {
 	// is joined to.
 	Constraints []Constraint
 
-	filter *expr // JoinSemi: the subquery's WHERE over this source alone; nil: none
+	filter *expr // JoinSemi, JoinAnti: the subquery's WHERE over this source alone; nil: none
 }
+
+// Subquery reports whether the source is the table of an IN or NOT IN
+// (subquery) (JoinSemi or JoinAnti): its names are the subquery's own, and
+// a Row holds nothing of it.
+func (s *Source) Subquery() bool { return s.Join == JoinSemi || s.Join == JoinAnti }
 
 // JoinKey is one equality of a join condition: Sources[Source].Columns[Column]
 // of the joined source equals Sources[Other].Columns[OtherColumn] of an
@@ -386,8 +401,8 @@ const (
 	SelectOutput RenderColumns = iota
 	// SelectNeeded selects, for each source in order, every column of its
 	// Columns (NULLs for a null-extended source), so that a result row
-	// read left to right fills a Row; a semi-joined source (JoinSemi)
-	// selects nothing, its entry in the Row staying nil.
+	// read left to right fills a Row; a subquery's source (JoinSemi,
+	// JoinAnti) selects nothing, its entry in the Row staying nil.
 	SelectNeeded
 )
 

@@ -54,7 +54,7 @@ func (p *Plan) Render(o RenderOptions) string {
 	if o.Columns == SelectNeeded {
 		sel.TargetList = nil
 		for _, s := range p.Sources {
-			if s.Join == JoinSemi {
+			if s.Subquery() {
 				// Its table is the subquery's, not in the outer scope;
 				// a Row holds nothing of it.
 				continue
@@ -107,7 +107,7 @@ func (p *Plan) Render(o RenderOptions) string {
 				ordered[[2]int{k.Source, k.Column}] = true
 			}
 			for i, s := range p.Sources {
-				if s.Join == JoinSemi {
+				if s.Subquery() {
 					continue
 				}
 				for j := 0; j < s.KeyN; j++ {

@@ -16,10 +16,12 @@ import (
 // tells it from an INNER JOIN. The engine keeps it as a join whose semi
 // source counts its matching rows per join value.
 //
-// NOT IN (subquery) is refused: its answer turns on a NULL anywhere in the
-// subquery's output (then it is never true) and on the subquery being
-// empty (then it is true even for a NULL on the left), which a join's
-// per-value bookkeeping does not keep.
+// NOT IN (subquery) (and <> ALL (subquery)) is an anti-join (JoinAnti),
+// with PostgreSQL's NULL rules: its answer also turns on a NULL anywhere
+// in the subquery's output (then it is never true) and on the subquery
+// being empty (then it is true even for a NULL on the left), so the
+// engine keeps, besides the matching rows per value, how many rows the
+// subquery keeps and how many of them have a NULL.
 
 // whereConjuncts splits n into the conditions its top-level ANDs join.
 func whereConjuncts(n *pg.Node, out []*pg.Node) []*pg.Node {
@@ -42,8 +44,25 @@ func isInSubquery(n *pg.Node) (*pg.SubLink, bool) {
 	return sl, true
 }
 
-// semiJoins compiles the IN (subquery) conditions among where's top-level
-// conjuncts into semi-joined sources and returns the rest of the WHERE
+// isNotInSubquery reports whether n is `x NOT IN (SELECT ...)`, `NOT (x =
+// ANY (SELECT ...))` or `x <> ALL (SELECT ...)`.
+func isNotInSubquery(n *pg.Node) (*pg.SubLink, bool) {
+	if sl := n.GetSubLink(); sl != nil && sl.SubLinkType == pg.SubLinkType_ALL_SUBLINK {
+		if op := opName(sl.OperName); op == "<>" || op == "!=" {
+			return sl, true
+		}
+		return nil, false
+	}
+	if b := n.GetBoolExpr(); b != nil && b.Boolop == pg.BoolExprType_NOT_EXPR && len(b.Args) == 1 {
+		if sl, ok := isInSubquery(b.Args[0]); ok && (len(sl.OperName) == 0 || opName(sl.OperName) == "=") {
+			return sl, true
+		}
+	}
+	return nil, false
+}
+
+// semiJoins compiles the IN and NOT IN (subquery) conditions among
+// where's top-level conjuncts into sources and returns the rest of the WHERE
 // clause (nil when nothing is left). A subquery anywhere else is left in
 // the rest, where compiling it refuses it by name.
 func (c *compiler) semiJoins(where *pg.Node) (*pg.Node, error) {
@@ -51,15 +70,16 @@ func (c *compiler) semiJoins(where *pg.Node) (*pg.Node, error) {
 	var rest []*pg.Node
 	for _, n := range conj {
 		if sl, ok := isInSubquery(n); ok {
-			if err := c.semiJoin(sl); err != nil {
+			if err := c.semiJoin(sl, JoinSemi); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		if b := n.GetBoolExpr(); b != nil && b.Boolop == pg.BoolExprType_NOT_EXPR && len(b.Args) == 1 {
-			if sl, ok := isInSubquery(b.Args[0]); ok {
-				return nil, refusalAt(sl.Location, CodeSubquery, "NOT IN (subquery) is not supported: a NULL anywhere in the subquery's output makes it never true, which is not kept; write NOT EXISTS, or read it from PostgreSQL")
+		if sl, ok := isNotInSubquery(n); ok {
+			if err := c.semiJoin(sl, JoinAnti); err != nil {
+				return nil, err
 			}
+			continue
 		}
 		rest = append(rest, n)
 	}
@@ -76,12 +96,12 @@ func (c *compiler) semiJoins(where *pg.Node) (*pg.Node, error) {
 }
 
 // semiJoin compiles one `x IN (SELECT c FROM t [WHERE ...])` into a
-// JoinSemi source.
-func (c *compiler) semiJoin(sl *pg.SubLink) error {
+// JoinSemi source, or one `x NOT IN (...)` into a JoinAnti source.
+func (c *compiler) semiJoin(sl *pg.SubLink, kind JoinKind) error {
 	if err := c.tick(); err != nil {
 		return err
 	}
-	if len(sl.OperName) > 0 && opName(sl.OperName) != "=" {
+	if kind == JoinSemi && len(sl.OperName) > 0 && opName(sl.OperName) != "=" {
 		return refusalAt(sl.Location, CodeSubquery, "%s ANY (subquery) is not supported; only IN (subquery) and = ANY (subquery) are", opName(sl.OperName))
 	}
 	if sl.Testexpr.GetRowExpr() != nil {
@@ -106,7 +126,7 @@ func (c *compiler) semiJoin(sl *pg.SubLink) error {
 		return err
 	}
 	rv := sub.FromClause[0].GetRangeVar()
-	if err := c.addTable(rv, JoinSemi, false); err != nil {
+	if err := c.addTable(rv, kind, false); err != nil {
 		return err
 	}
 	k := len(c.sources) - 1
