@@ -20,7 +20,8 @@ import (
 //	            column schema it was built for
 //	gens.json   the generations (snapshots) kept and the log file's name
 //	snap-<base> a generation's snapshot: its chunks' messages, each chunk
-//	            the messages joined by commas
+//	            the messages joined by commas (under log=changes_only
+//	            stored for a restart and not served)
 //	log-<n>     the log: one change per line, "<offset> <crc32> <json>\n"
 //
 // meta.json and gens.json are replaced atomically (written aside, synced,
@@ -43,6 +44,7 @@ type genFile struct {
 	Base       uint64     `json:"base"`
 	At         string     `json:"at"`
 	Chunks     [][2]int64 `json:"chunks"`
+	Stored     [][2]int64 `json:"stored,omitempty"` // changes_only: the rows' chunks, not served
 	Superseded int64      `json:"superseded_unix_ms,omitempty"`
 }
 

@@ -1,6 +1,9 @@
 package shape_test
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -201,5 +204,168 @@ func TestIdleExpiry(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(e.cfg.DataDir, h)); !os.IsNotExist(err) {
 		t.Errorf("the expired shape's directory is still there: %v", err)
+	}
+}
+
+// A log=changes_only shape survives a restart although its log updates
+// and deletes rows older than the shape, and after a compaction: the
+// base rows are on disk (served to no client), so the reload rebuilds
+// the rows the log implies and the re-hydration appends exactly what
+// changed while the server was down. The client, which took a subset of
+// every row as Electric's requestSnapshot does, continues with its
+// handle and offset (no 409) and ends with PostgreSQL's rows.
+func TestChangesOnlyRestart(t *testing.T) {
+	e := newEnv(t, itemsSetup, func(c *shape.Config) { c.CompactMin = 2 })
+	kv := []string{"table", "items", "log", "changes_only"}
+	rows := map[string]map[string]any{}
+	h, off := e.syncTo(rows, "", "-1", kv...)
+	if len(rows) != 0 {
+		t.Fatalf("changes_only served rows from -1: %v", rows)
+	}
+	sub := e.get(append(kv, "offset", "-1", "subset__where", "id > 0")...)
+	var snap struct{ Data []map[string]any }
+	if err := json.Unmarshal([]byte(sub.body), &snap); sub.code != 200 || err != nil || len(snap.Data) != 5 || sub.h.Get("electric-handle") != h {
+		t.Fatalf("subset of every row: %d %s (%v)", sub.code, sub.body, err)
+	}
+	for _, m := range snap.Data {
+		applyMsg(rows, m)
+	}
+	// catchUp reads from off until up-to-date (never a 409) and returns
+	// the change messages read.
+	catchUp := func() []map[string]any {
+		t.Helper()
+		var got []map[string]any
+		for i := 0; i < 100; i++ {
+			r := e.get(append(kv, "offset", off, "handle", h)...)
+			if r.code != 200 {
+				t.Fatalf("GET at %s: %d %s", off, r.code, r.body)
+			}
+			if r.h.Get("electric-handle") != h {
+				t.Fatalf("handle %q, want %q", r.h.Get("electric-handle"), h)
+			}
+			off = r.h.Get("electric-offset")
+			for _, m := range r.msgs(t) {
+				applyMsg(rows, m)
+				if m["headers"].(map[string]any)["operation"] != nil {
+					got = append(got, m)
+				}
+			}
+			if _, ok := r.h["Electric-Up-To-Date"]; ok {
+				return got
+			}
+		}
+		t.Fatal("never up to date")
+		return nil
+	}
+	same := func(when string) func() string {
+		return func() string {
+			catchUp()
+			if got, want := fmt.Sprint(rows), fmt.Sprint(pgItems(e)); got != want {
+				return when + ": the client holds " + got + ", PostgreSQL " + want
+			}
+			return ""
+		}
+	}
+	// Five changes to rows older than the shape (and one new row) make a
+	// second generation (CompactMin 2, 5 rows); one more follows it.
+	e.exec(`UPDATE items SET title = 'one' WHERE id = 1`)
+	e.exec(`DELETE FROM items WHERE id = 2`)
+	e.exec(`UPDATE items SET n = n + 10 WHERE id IN (3, 4)`)
+	e.exec(`INSERT INTO items VALUES (6, 'six', 6)`)
+	eventually(t, 20*time.Second, func() string {
+		if snaps, _ := filepath.Glob(filepath.Join(e.cfg.DataDir, h, "snap-*")); len(snaps) < 2 {
+			return sprintf("snapshots %v: no compaction yet", snaps)
+		}
+		return ""
+	})
+	e.exec(`UPDATE items SET title = 'five' WHERE id = 5`)
+	eventually(t, 20*time.Second, same("before the restart"))
+	if r := e.get(append(kv, "offset", "-1")...); r.code != 200 || r.body != "[]" || r.h.Get("electric-handle") != h {
+		t.Errorf("-1 after the compaction: %d %s (handle %q, want %q)", r.code, r.body, r.h.Get("electric-handle"), h)
+	}
+
+	e.stop()
+	e.exec(`UPDATE items SET title = 'down' WHERE id = 3`)
+	e.exec(`DELETE FROM items WHERE id = 1`)
+	e.exec(`INSERT INTO items VALUES (7, 'seven', 7)`)
+	e.exec(`UPDATE items SET n = 60 WHERE id = 6`)
+	e.start()
+	var got []map[string]any
+	eventually(t, 20*time.Second, func() string {
+		got = append(got, catchUp()...)
+		if len(got) < 4 {
+			return sprintf("waiting for the catch-up changes: %v", got)
+		}
+		return ""
+	})
+	ops := map[string]string{}
+	for _, m := range got {
+		k := m["key"].(string)
+		if ops[k] != "" {
+			t.Errorf("two catch-up changes of %s: %v", k, got)
+		}
+		ops[k] = m["headers"].(map[string]any)["operation"].(string)
+	}
+	want := map[string]string{`"public"."items"/"3"`: "update", `"public"."items"/"1"`: "delete", `"public"."items"/"7"`: "insert", `"public"."items"/"6"`: "update"}
+	if fmt.Sprint(ops) != fmt.Sprint(want) {
+		t.Errorf("catch-up changes %v, want exactly %v", ops, want)
+	}
+	eventually(t, 20*time.Second, same("after the restart"))
+	if r := e.get(append(kv, "offset", "-1")...); r.code != 200 || r.body != "[]" || r.h.Get("electric-handle") != h {
+		t.Errorf("-1 after the restart: %d %s (handle %q, want %q)", r.code, r.body, r.h.Get("electric-handle"), h)
+	}
+}
+
+// pgItems is PostgreSQL's items by Electric key, as a client holds them.
+func pgItems(e *env) map[string]map[string]any {
+	e.t.Helper()
+	rs, err := e.conn.Query(context.Background(), `SELECT id::text, title, n::text FROM items`)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rs.Close()
+	out := map[string]map[string]any{}
+	for rs.Next() {
+		var id, title, n string
+		if err := rs.Scan(&id, &title, &n); err != nil {
+			e.t.Fatal(err)
+		}
+		out[`"public"."items"/"`+id+`"`] = map[string]any{"id": id, "title": title, "n": n}
+	}
+	if err := rs.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// A changes_only generation stored without its rows (as freshet wrote it
+// before they were kept) cannot say what the log implies: the shape is
+// not served again, and its client gets a 409 and refetches, rather than
+// inserts of rows that did not change.
+func TestChangesOnlyWithoutStoredRows(t *testing.T) {
+	e := newEnv(t, itemsSetup, nil)
+	kv := []string{"table", "items", "log", "changes_only"}
+	h, off := e.syncTo(map[string]map[string]any{}, "", "-1", kv...)
+	e.stop()
+	path := filepath.Join(e.cfg.DataDir, h, "gens.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gf struct {
+		Gens []map[string]any `json:"gens"`
+		Log  string           `json:"log"`
+	}
+	if err := json.Unmarshal(b, &gf); err != nil || len(gf.Gens) != 1 || gf.Gens[0]["stored"] == nil {
+		t.Fatalf("gens.json keeps no stored rows: %s (%v)", b, err)
+	}
+	delete(gf.Gens[0], "stored")
+	old, _ := json.Marshal(gf)
+	if err := os.WriteFile(path, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	if r := e.get(append(kv, "offset", off, "handle", h)...); r.code != 409 || r.h.Get("electric-handle") == h {
+		t.Errorf("GET of a changes_only shape without its rows: %d %s (handle %q)", r.code, r.body, r.h.Get("electric-handle"))
 	}
 }

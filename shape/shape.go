@@ -25,11 +25,17 @@ type op struct {
 // by the virtual offsets 0_base ... 0_(base+n-1), and the log's changes
 // after `at` follow it. A fresh client is served the newest generation,
 // so it never replays more history than the log since that snapshot.
+//
+// A log=changes_only generation is served as one empty chunk (its
+// clients get no snapshot), but its file holds the rows all the same, at
+// the ranges in stored: a restart rebuilds the rows the log implies from
+// them, so the re-hydration appends exactly what changed meanwhile.
 type generation struct {
 	base       uint64
 	at         Offset
-	chunks     [][2]int64
-	superseded int64 // when, in Unix milliseconds; 0 for the newest
+	chunks     [][2]int64 // served
+	stored     [][2]int64 // the rows' chunks when they are not served (changes_only)
+	superseded int64      // when, in Unix milliseconds; 0 for the newest
 }
 
 func (g *generation) last() uint64 { return g.base + uint64(len(g.chunks)) - 1 }
@@ -173,7 +179,7 @@ func (s *Shape) acceptedLocked(out engine.Output) {
 	fresh := newRowSet(len(out.Rows), false)
 	var order []entry
 	first := len(s.gens) == 0 && s.snapJob == nil
-	if first && !s.def.changesOnly() {
+	if first {
 		order = make([]entry, 0, len(out.Rows))
 	}
 	var sc scratch
@@ -190,8 +196,9 @@ func (s *Shape) acceptedLocked(out engine.Output) {
 	}
 	at := Offset{Tx: uint64(out.LSN)}
 	if first {
-		// The first result: generation 0 is its snapshot (none under
-		// log=changes_only), and the log starts after it.
+		// The first result: generation 0 is its snapshot (stored but
+		// not served under log=changes_only), and the log starts after
+		// it.
 		s.rows = fresh
 		s.snapJob = &snapJob{base: 0, at: at, first: true, rows: order}
 		s.lastOff = maxOffset(s.lastOff, at)
@@ -587,12 +594,11 @@ func (s *Shape) maybeCompactLocked() {
 		return
 	}
 	g := s.gens[len(s.gens)-1]
-	var rows []entry
-	if !s.def.changesOnly() {
-		rows = make([]entry, 0, s.rows.len())
-		s.rows.each(func(e entry) { rows = append(rows, e) })
-		slices.SortFunc(rows, func(a, b entry) int { return cmpStr(a.key(), b.key()) })
-	}
+	// The rows are written under log=changes_only too (and not served):
+	// a restart rebuilds the shape's rows from the newest generation.
+	rows := make([]entry, 0, s.rows.len())
+	s.rows.each(func(e entry) { rows = append(rows, e) })
+	slices.SortFunc(rows, func(a, b entry) int { return cmpStr(a.key(), b.key()) })
 	s.snapJob = &snapJob{base: g.last() + 1, at: s.lastOff, rows: rows}
 	s.sinceGen = 0
 	s.srv.dirty(s)
@@ -600,14 +606,26 @@ func (s *Shape) maybeCompactLocked() {
 
 // writeGeneration writes a snapshot's chunks: each is written to the
 // file as soon as it reaches the chunk threshold, from one buffer reused
-// chunk after chunk, and the file is synced once at the end.
+// chunk after chunk, and the file is synced once at the end. Under
+// log=changes_only the chunks are stored, and one empty chunk is served.
 func (s *Shape) writeGeneration(job *snapJob) (*generation, error) {
 	name := snapName(job.base)
 	ranges, err := s.writeSnapshot(s.file(name), job.rows)
 	if err != nil {
 		return nil, fmt.Errorf("write snapshot: %w", err)
 	}
+	if s.def.changesOnly() {
+		return &generation{base: job.base, at: job.at, chunks: [][2]int64{{0, 0}}, stored: ranges}, nil
+	}
 	return &generation{base: job.base, at: job.at, chunks: ranges}, nil
+}
+
+// rowChunks are the chunks that hold the generation's rows.
+func (g *generation) rowChunks() [][2]int64 {
+	if g.stored != nil {
+		return g.stored
+	}
+	return g.chunks
 }
 
 func (s *Shape) writeSnapshot(path string, rows []entry) ([][2]int64, error) {
@@ -676,7 +694,7 @@ func (s *Shape) appendLog(batch []op) error {
 func (s *Shape) saveGensLocked() error {
 	gf := gensFile{Log: s.logName}
 	for _, g := range s.gens {
-		gf.Gens = append(gf.Gens, genFile{Base: g.base, At: g.at.String(), Chunks: g.chunks, Superseded: g.superseded})
+		gf.Gens = append(gf.Gens, genFile{Base: g.base, At: g.at.String(), Chunks: g.chunks, Stored: g.stored, Superseded: g.superseded})
 	}
 	return writeJSON(s.file("gens.json"), gf)
 }
@@ -752,7 +770,13 @@ func (s *Shape) reload() error {
 		if err != nil {
 			return fmt.Errorf("gens.json: offset %q: %w", g.At, err)
 		}
-		s.gens = append(s.gens, &generation{base: g.Base, at: at, chunks: g.Chunks, superseded: g.Superseded})
+		s.gens = append(s.gens, &generation{base: g.Base, at: at, chunks: g.Chunks, stored: g.Stored, superseded: g.Superseded})
+	}
+	if g := s.gens[len(s.gens)-1]; s.def.changesOnly() && g.stored == nil {
+		// Written before changes_only generations kept their rows: what
+		// the log implies cannot be rebuilt, so the shape is not served
+		// again rather than served inexactly.
+		return fmt.Errorf("gens.json: the changes_only generation %d keeps no rows (written by an older freshet)", g.base)
 	}
 	s.logName = gf.Log
 	path := s.file(gf.Log)
@@ -785,8 +809,8 @@ func (s *Shape) reload() error {
 	}
 	s.rows = newRowSet(0, true)
 	r := &replayer{s: s, colIdx: colIdx}
-	for i := range g.chunks {
-		b, err := readChunk(s.file(g.file()), g.chunks[i])
+	for _, c := range g.rowChunks() {
+		b, err := readChunk(s.file(g.file()), c)
 		if err != nil {
 			return fmt.Errorf("read snapshot: %w", err)
 		}
