@@ -951,6 +951,10 @@ func (c *compiler) joinOn(s int, quals *pg.Node) error {
 		if mf == famEnum && mc.TypeOID != oc.TypeOID {
 			return refusalAt(a.Location, CodeJoinCondition, "joining columns of two different enum types is not supported")
 		}
+		if bpcharVarchar(mc, oc) {
+			return refusalAt(a.Location, CodeJoinCondition, "joining %s (%s) with %s (%s) is not supported: PostgreSQL compares them as char(n), ignoring trailing spaces on both sides, which a join's key lookups do not reproduce",
+				mc.Name, typeName(mc.TypeOID), oc.Name, typeName(oc.TypeOID))
+		}
 		if mf == famText && (!mc.Collation.Deterministic && mc.Collation.OID != 0 || !oc.Collation.Deterministic && oc.Collation.OID != 0) {
 			return refusalAt(a.Location, CodeCollation, "joining on text under a nondeterministic collation is not supported")
 		}

@@ -218,6 +218,13 @@ func (c *compiler) subqueryShape(sl *pg.SubLink, sub *pg.SelectStmt) error {
 	return c.whereLimits(sub.WhereClause, "the subquery's WHERE clause", other)
 }
 
+// bpcharVarchar reports whether one column is char(n) and the other
+// varchar: PostgreSQL compares them as char(n), ignoring trailing spaces
+// on both sides, while AppendKey trims only the char(n) side.
+func bpcharVarchar(a, b *Column) bool {
+	return a.TypeOID == change.OIDBPChar && b.TypeOID == change.OIDVarchar || a.TypeOID == change.OIDVarchar && b.TypeOID == change.OIDBPChar
+}
+
 // semiTypes refuses an IN (subquery) whose two columns PostgreSQL would
 // compare in a way their key encodings do not reproduce. The rules are a
 // join's (PostgreSQL resolves `x IN (SELECT c ...)` as it resolves
@@ -235,8 +242,8 @@ func (c *compiler) semiTypes(mine, other *colRef, loc int32) error {
 		return refusalAt(loc, CodeType, "%s IN (SELECT %s ...) compares two different enum types, which PostgreSQL cannot", oc.Name, mc.Name)
 	}
 	if mf == famText {
-		if (mc.TypeOID == change.OIDBPChar) != (oc.TypeOID == change.OIDBPChar) && (mc.TypeOID == change.OIDVarchar || oc.TypeOID == change.OIDVarchar) {
-			return refusalAt(loc, CodeType, "%s (%s) IN (SELECT %s (%s) ...) compares as char(n), ignoring trailing spaces on both sides, which is not reproduced; cast one side to text",
+		if bpcharVarchar(mc, oc) {
+			return refusalAt(loc, CodeType, "%s (%s) IN (SELECT %s (%s) ...) compares as char(n), ignoring trailing spaces on both sides, which the key lookups do not reproduce",
 				oc.Name, typeName(oc.TypeOID), mc.Name, typeName(mc.TypeOID))
 		}
 		if !mc.Collation.Deterministic && mc.Collation.OID != 0 || !oc.Collation.Deterministic && oc.Collation.OID != 0 {
