@@ -637,9 +637,11 @@ func (s *Shape) writeSnapshot(path string, rows []entry) ([][2]int64, error) {
 	defer f.Close()
 	var ranges [][2]int64
 	var pos int64
-	// A chunk ends with the row that reaches the threshold, so the
-	// buffer holds the threshold plus one row.
-	cur := make([]byte, 0, min(limit, 1<<24)+4<<10)
+	// The buffer grows to a chunk (the threshold plus one row) and is
+	// reused for the next; it starts small, since most shapes' snapshots
+	// are far below the threshold (a buffer of the threshold for each
+	// would be 10 MiB allocated and cleared per snapshot).
+	cur := make([]byte, 0, min(limit, 64<<10))
 	write := func() error {
 		if _, err := f.Write(cur); err != nil {
 			return err
