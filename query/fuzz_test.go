@@ -195,6 +195,22 @@ func FuzzCompile(f *testing.F) {
 		}
 		_ = p.Render(RenderOptions{})
 		_ = p.Render(RenderOptions{Columns: SelectNeeded, Window: true, Margin: 3})
+		if p.Clocked() {
+			// The engine's read (Hold) and the tests' reference (At), at
+			// clocks near now and at the ends of the range.
+			for _, at := range []change.Timestamp{{Micros: 849_657_600_000_000}, {Micros: -211_813_488_000_000_000}, {Micros: 9_223_371_331_199_999_999}} {
+				_ = p.Render(RenderOptions{Columns: SelectNeeded, Window: true, Margin: 3, Hold: true})
+				_ = p.Render(RenderOptions{At: &at})
+				if thr, err := p.Thresholds(nil, at); err == nil {
+					empty := make(Row, len(p.Sources))
+					for i, s := range p.Sources {
+						empty[i] = make([]any, len(s.Columns))
+					}
+					_, _ = p.EvalAt(empty, thr)
+					_ = p.HoldsAt(empty, thr)
+				}
+			}
+		}
 		row := make(Row, len(p.Sources))
 		for i, s := range p.Sources {
 			row[i] = make([]any, len(s.Columns))
@@ -443,6 +459,22 @@ func FuzzCompileBinds(f *testing.F) {
 			return
 		}
 		_ = p.Render(RenderOptions{Columns: SelectNeeded, Window: true, Margin: 3})
+		if p.Clocked() {
+			// The engine's read (Hold) and the tests' reference (At), at
+			// clocks near now and at the ends of the range.
+			for _, at := range []change.Timestamp{{Micros: 849_657_600_000_000}, {Micros: -211_813_488_000_000_000}, {Micros: 9_223_371_331_199_999_999}} {
+				_ = p.Render(RenderOptions{Columns: SelectNeeded, Window: true, Margin: 3, Hold: true})
+				_ = p.Render(RenderOptions{At: &at})
+				if thr, err := p.Thresholds(nil, at); err == nil {
+					empty := make(Row, len(p.Sources))
+					for i, s := range p.Sources {
+						empty[i] = make([]any, len(s.Columns))
+					}
+					_, _ = p.EvalAt(empty, thr)
+					_ = p.HoldsAt(empty, thr)
+				}
+			}
+		}
 		row := make(Row, len(p.Sources))
 		for i, s := range p.Sources {
 			row[i] = make([]any, len(s.Columns))
