@@ -345,7 +345,7 @@ func (srv *Server) getOrCreate(ctx context.Context, def definition) (*Shape, *fi
 }
 
 func (srv *Server) newShape(def definition, cols []column, handle string) *Shape {
-	return &Shape{srv: srv, def: def, lay: srv.layoutOf(def, cols), handles: []string{handle}, used: time.Now().UnixNano(),
+	return &Shape{srv: srv, def: def, lay: srv.layoutOf(def, cols), name: handle, handles: []string{handle}, used: time.Now().UnixNano(),
 		logName: "log-1"}
 }
 

@@ -61,9 +61,10 @@ type Shape struct {
 	ioMu sync.Mutex // serializes the shape's file writes (flush, collect)
 	def  definition
 	lay  *layout // shared by the shapes of one table and column list
+	name string  // the first handle, which names its directory: never changes, so read without mu
 
 	mu       sync.Mutex
-	handles  []string // the current one last; the first names its directory
+	handles  []string // the current one last; the first is name
 	st       status
 	sinceGen int32   // changes since the newest generation
 	end      *ending // why it is gone (nil while it is not)
@@ -106,10 +107,10 @@ type snapJob struct {
 }
 
 // dir is the shape's directory.
-func (s *Shape) dir() string { return filepath.Join(s.srv.cfg.DataDir, s.handles[0]) }
+func (s *Shape) dir() string { return filepath.Join(s.srv.cfg.DataDir, s.name) }
 
 // file is the path of one of the shape's files.
-func (s *Shape) file(name string) string { return filepath.Join(s.srv.cfg.DataDir, s.handles[0], name) }
+func (s *Shape) file(name string) string { return filepath.Join(s.srv.cfg.DataDir, s.name, name) }
 
 // handle returns the current handle.
 func (s *Shape) handleLocked() string { return s.handles[len(s.handles)-1] }
