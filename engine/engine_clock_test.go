@@ -115,6 +115,7 @@ func atClock(sql string, c change.Timestamp) string {
 	ts := fmtClock(c)
 	return strings.NewReplacer(
 		"now()", "'"+ts+"'::timestamptz",
+		"transaction_timestamp()", "'"+ts+"'::timestamptz",
 		"CURRENT_TIMESTAMP", "'"+ts+"'::timestamptz",
 		"LOCALTIMESTAMP", "'"+ts+"'::timestamptz::timestamp",
 		"CURRENT_DATE", "'"+ts+"'::timestamptz::date",

@@ -43,6 +43,21 @@ import (
 // duplicates and NULLs among its values, the subquery reading the outer
 // query's own table at times), in rows and touch mode.
 //
+// Clocked queries ("+clock", one a round, drawn apart from the others:
+// dgen.crng) AND a condition of s0.ts, a timestamptz every table has,
+// with now(), CURRENT_TIMESTAMP or transaction_timestamp() (rows leave
+// by ts > now() - N, enter by ts < now() + N, both by BETWEEN; a window
+// takes only the first) to a filter, count, window, aggregate or
+// DISTINCT of one table; ts is written as the database's now() give or
+// take 1.5 seconds, so the clock passes rows during the run. Their answer
+// is the query at the clock their client state carries (Output.Clock of
+// its last Accepted or Delta), which the writer's answers are not at, so
+// passWatch does not follow them: once a round's writes are still (and a
+// few heartbeats later), every client state after an Accepted or Delta
+// past the last commit, and a new subscriber's Accepted, is matched with
+// PostgreSQL's answer to the query with now() replaced by that clock
+// (checkClocked), with coverage floors for +clock and for deltas.
+//
 // Columns are drawn from integers, numeric, float8, text, varchar, bool,
 // timestamptz, date, uuid, jsonb, json, int4[] and text[], bytea and
 // interval; binds are text or binary (and untyped); LIMIT and OFFSET are
@@ -54,7 +69,8 @@ import (
 // with a literal run the LIKE index routes by, ordered results,
 // aggregates, DISTINCT and DISTINCT ON in rows and touch mode, IN and NOT
 // IN (subquery) in rows and touch mode, binary binds, touch mode,
-// acknowledged positions) fail a run in which a regression refuses a
+// acknowledged positions, clocked results and the deltas the clock
+// moved) fail a run in which a regression refuses a
 // whole shape, and touches for transactions that changed nothing may be
 // at most a quarter of all touches.
 //
@@ -144,6 +160,8 @@ func TestDifferential(t *testing.T) {
 		shapeCount(total.shapes, "+in"), shapeCount(total.shapes, "+notin"), total.touchInChanged)
 	t.Logf("compared %d client states at positions the engine acknowledged (what lag frames vouch for); %d results of queries with binary binds at quiet points",
 		total.passed, total.binary)
+	t.Logf("clocked (now()): %d results compared, %d client states matched with PostgreSQL at the clock they carry, %d of them after a delta",
+		shapeCount(total.shapes, "+clock"), total.clocked, total.clockDeltas)
 	if total.compared == 0 {
 		t.Fatalf("no result was compared")
 	}
@@ -185,6 +203,9 @@ func TestDifferential(t *testing.T) {
 			{"transactions that changed an IN or NOT IN (subquery) touch-mode result", total.touchInChanged, 8},
 			{"transactions that changed a touch-mode result", total.touchChanged, 35},
 			{"client states compared at acknowledged positions", total.passed, 2000},
+			{"clocked (now()) subscriptions' results compared", count("+clock"), 30},
+			{"clocked client states compared at the clock they carry", total.clocked, 35},
+			{"clocked client states compared after a delta (rows the clock passed)", total.clockDeltas, 5},
 		}
 		for _, f := range floors {
 			if f.got < f.want {
@@ -201,6 +222,8 @@ type diffTotals struct {
 	touchInChanged                                             int // touchChanged of IN (subquery) queries
 	binary                                                     int // compared results of queries with a binary bind
 	passed                                                     int // client states compared at acknowledged positions
+	clocked                                                    int // clocked client states compared at their clocks
+	clockDeltas                                                int // of which after a Delta
 	refused, ended, shapes, ddl                                map[string]int
 	touchShapes                                                map[string]int // touch-mode subscriptions checked, by shape
 }
@@ -331,10 +354,16 @@ type dgen struct {
 	tables []*dtable
 	types  []dcol // what columns are made of
 	nextC  int    // the number of the next column added
+	// crng draws what concerns the clock (ts values, clocked queries),
+	// apart from rng so that the seeds' other draws stay as they were.
+	crng *rand.Rand
+	// clock: the query being drawn ANDs a condition on s0.ts with the
+	// database's clock (a "+clock" shape, clockCond).
+	clock bool
 }
 
 func newDgen(seed uint64) *dgen {
-	g := &dgen{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	g := &dgen{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), crng: rand.New(rand.NewPCG(seed^0x5bd1e995, seed))}
 	var lb strings.Builder
 	for range 3000 {
 		lb.WriteByte(byte('a' + g.rng.IntN(26)))
@@ -392,6 +421,11 @@ func (tb *dtable) create() string {
 	for _, c := range tb.cols {
 		fmt.Fprintf(&b, "%s %s%s, ", c.name, c.typ, map[bool]string{true: " NOT NULL"}[c.notNull])
 	}
+	// ts: near the database's clock at write time (dgen.tsValue), so that
+	// the clock passes rows during the run; clocked queries compare it
+	// with now(). It is not among cols: queries other than clocked ones
+	// see it only in SELECT *.
+	b.WriteString("ts timestamptz, ")
 	fmt.Fprintf(&b, "PRIMARY KEY (%s));\n", strings.Join(tb.pk, ", "))
 	return b.String()
 }
@@ -448,6 +482,9 @@ type dquery struct {
 	ordered bool
 	shape   string
 	tables  []string // the tables it reads
+	// clock: it compares s0.ts with now() ("+clock"): its answer is the
+	// query at the clock its client state carries (Output.Clock).
+	clock bool
 }
 
 // binary reports whether a bind of the query is in binary format.
@@ -712,7 +749,7 @@ func (q *qbuilder) joinOn(i int) string {
 func (g *dgen) query() dquery {
 	q := &qbuilder{g: g}
 	nsrc := 1
-	if diffJoins && g.rng.IntN(3) == 0 {
+	if diffJoins && !g.clock && g.rng.IntN(3) == 0 {
 		nsrc = 2 + g.rng.IntN(2)
 	}
 	var from strings.Builder
@@ -816,7 +853,7 @@ func (g *dgen) query() dquery {
 		shape += "+key"
 	}
 	var subTables []*dtable
-	if diffSubqueries && g.rng.IntN(4) == 0 {
+	if diffSubqueries && !g.clock && g.rng.IntN(4) == 0 {
 		var tb *dtable
 		var sub string
 		where, tb, sub = q.withSubquery(where)
@@ -850,6 +887,7 @@ func (g *dgen) query() dquery {
 			}
 		}
 	}
+	where = q.andClock(where, len(order) == 0)
 	sel := "SELECT " + strings.Join(targets, ", ") + " FROM " + from.String() + where
 	dq := dquery{binds: q.binds, shape: shape, ordered: len(order) > 0}
 	for _, src := range q.srcs {
@@ -959,11 +997,12 @@ func (q *qbuilder) aggregate(from string) dquery {
 		where = " WHERE " + q.pred(2)
 	}
 	var subTable *dtable
-	if diffSubqueries && g.rng.IntN(4) == 0 {
+	if diffSubqueries && !g.clock && g.rng.IntN(4) == 0 {
 		var sub string
 		where, subTable, sub = q.withSubquery(where)
 		shape += sub
 	}
+	where = q.andClock(where, true)
 	group := ""
 	if len(keys) > 0 {
 		group = " GROUP BY " + strings.Join(keys, ", ")
@@ -1048,6 +1087,7 @@ func (q *qbuilder) distinct(from string) dquery {
 	if g.rng.IntN(3) > 0 {
 		where = " WHERE " + q.pred(2)
 	}
+	where = q.andClock(where, false)
 	join := ""
 	if len(q.srcs) > 1 {
 		join = "+join"
@@ -1224,14 +1264,20 @@ func (g *dgen) write() string {
 	switch n := g.rng.IntN(20); {
 	case n < 8:
 		var rows []string
+		names := []string{}
+		for _, c := range tb.cols {
+			names = append(names, c.name)
+		}
+		names = append(names, "ts")
 		for range 1 + g.rng.IntN(3) {
 			var vs []string
 			for i := range tb.cols {
 				vs = append(vs, g.value(&tb.cols[i]))
 			}
+			vs = append(vs, g.tsValue())
 			rows = append(rows, "("+strings.Join(vs, ", ")+")")
 		}
-		return fmt.Sprintf("INSERT INTO %s VALUES %s ON CONFLICT DO NOTHING", tb.name, strings.Join(rows, ", "))
+		return fmt.Sprintf("INSERT INTO %s (%s) VALUES %s ON CONFLICT DO NOTHING", tb.name, strings.Join(names, ", "), strings.Join(rows, ", "))
 	case n < 13:
 		var sets []string
 		seen := map[string]bool{}
@@ -1241,6 +1287,9 @@ func (g *dgen) write() string {
 				seen[c.name] = true
 				sets = append(sets, c.name+" = "+g.value(c))
 			}
+		}
+		if g.crng.IntN(3) == 0 {
+			sets = append(sets, "ts = "+g.tsValue())
 		}
 		return fmt.Sprintf("UPDATE %s SET %s WHERE %s", tb.name, strings.Join(sets, ", "), keyPred())
 	case n < 15:
@@ -1264,6 +1313,49 @@ func (g *dgen) write() string {
 			tb.name, g.pick(k.values), g.pick(k.values))
 	}
 	return fmt.Sprintf("UPDATE %s SET r = r WHERE %s", tb.name, keyPred())
+}
+
+// tsValue is a value for a ts column: the database's clock at write
+// time give or take 1.5 seconds (NULL sometimes), so that the clock passes
+// rows while the run goes on.
+func (g *dgen) tsValue() string {
+	if g.crng.IntN(8) == 0 {
+		return "NULL"
+	}
+	return fmt.Sprintf("now() + interval '%d milliseconds'", g.crng.IntN(3001)-1500)
+}
+
+// clockCond is a condition of s0.ts on the database's clock in one of
+// the forms the engine serves (query/clock.go): rows leave the result as
+// the clock passes them (ts > now() - N) or, when enter, also enter it
+// (ts < now() + N, BETWEEN) — a window refuses those (time_condition).
+func (q *qbuilder) clockCond(enter bool) string {
+	g := q.g
+	fn := g.pick([]string{"now()", "CURRENT_TIMESTAMP", "transaction_timestamp()"})
+	ms := func() string {
+		return fmt.Sprintf("interval '%d milliseconds'", g.rng.IntN(1501))
+	}
+	if enter {
+		switch g.rng.IntN(3) {
+		case 0:
+			return fmt.Sprintf("s0.ts %s %s + %s", g.pick([]string{"<", "<="}), fn, ms())
+		case 1:
+			return fmt.Sprintf("s0.ts BETWEEN %s - %s AND %s + %s", fn, ms(), fn, ms())
+		}
+	}
+	return fmt.Sprintf("s0.ts %s %s - %s", g.pick([]string{">", ">="}), fn, ms())
+}
+
+// andClock ANDs a clock condition (clockCond) to where when the query
+// being drawn is clocked.
+func (q *qbuilder) andClock(where string, enter bool) string {
+	if !q.g.clock {
+		return where
+	}
+	if where == "" {
+		return " WHERE " + q.clockCond(enter)
+	}
+	return " WHERE " + q.clockCond(enter) + " AND (" + where[len(" WHERE "):] + ")"
 }
 
 // txn returns one transaction: statements and whether it commits.
@@ -1345,6 +1437,9 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 	}
 
 	var subs []*dsub
+	// Clocked subscriptions ("+clock", one drawn a round from g.crng):
+	// apart from subs, so that the other draws stay as they were.
+	var csubs []*dsub
 	const rounds = 3
 	for round := range rounds {
 		// Writes run on their own connection while this goroutine
@@ -1406,6 +1501,32 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 			}
 			commits, rollbacks, werr = runTxns(ctx, r.conn.PgConn(), plan, commit, logf, observe)
 		}()
+		{
+			// A clocked subscription, while the writes go on. The
+			// writer's answers are at PostgreSQL's clock, not at the
+			// one its client state is exact at: passWatch does not
+			// follow it (checkClocked does).
+			cg := &dgen{rng: g.crng, crng: g.crng, tables: g.tables, types: g.types, clock: true}
+			dq := cg.query()
+			dq.clock, dq.shape = true, dq.shape+"+clock"
+			rec := newRecorder()
+			id, refusal, err := r.e.Subscribe(ctx, dq.sql, dq.binds, ModeRows, rec)
+			switch {
+			case err != nil:
+				fail("subscribe %q: %v", dq.sql, err)
+			case refusal != nil:
+				total.refused[string(refusal.Code)+" (clocked)"]++
+				if *diffVerbose {
+					t.Logf("refused %q: %v", dq.sql, refusal)
+				}
+			default:
+				total.subs++
+				if *diffVerbose {
+					t.Logf("subscribe %d (%s): %s binds %s", id, dq.shape, dq.sql, fmtBinds(dq.binds))
+				}
+				csubs = append(csubs, &dsub{q: dq, id: id, rec: rec})
+			}
+		}
 		for range 6 {
 			if len(subs) > 0 && g.rng.IntN(4) == 0 {
 				i := g.rng.IntN(len(subs))
@@ -1449,6 +1570,16 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 		if werr != nil {
 			fail("write: %v", werr)
 		}
+		// Every commit of the round is before quietFrom: a clocked
+		// client state at or past it is of the data as they are now.
+		var quietText string
+		if err := r.conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&quietText); err != nil {
+			fail("WAL position: %v", err)
+		}
+		quietFrom, err := change.ParseLSN(quietText)
+		if err != nil {
+			fail("WAL position: %v", err)
+		}
 		total.commits += commits
 		total.rollbacks += rollbacks
 		r.quiesce(60 * time.Second)
@@ -1461,6 +1592,24 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 		// takes the next one.
 		if _, err := r.e.Stats(ctx); err != nil {
 			fail("stats: %v", err)
+		}
+		// Each clocked query subscribed again (a shared view's state at
+		// the clock of its Accepted), while the checks below run and
+		// heartbeats carry the clock on.
+		type resub struct {
+			id      SubID
+			rec     *recorder
+			refusal *query.Refusal
+		}
+		quietAt := time.Now()
+		resubs := make([]resub, len(csubs))
+		for i, s := range csubs {
+			resubs[i].rec = newRecorder()
+			var err error
+			resubs[i].id, resubs[i].refusal, err = r.e.Subscribe(ctx, s.q.sql, s.q.binds, ModeRows, resubs[i].rec)
+			if err != nil {
+				fail("subscribe %q: %v", s.q.sql, err)
+			}
 		}
 		if err := tw.check(total); err != nil {
 			fail("round %d: %v", round, err)
@@ -1526,7 +1675,121 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 			live = append(live, s)
 		}
 		subs = live
+
+		// The clocked subscriptions: with the data still, the clock
+		// passes rows while the checks run and the new subscribers' reads
+		// wait for a heartbeat; every Accepted and Delta
+		// at or past quietFrom must be PostgreSQL's answer at the clock
+		// it carries, and so must a new subscriber's Accepted (the
+		// shared view's state at its clock).
+		if len(csubs) == 0 {
+			continue
+		}
+		if round == rounds-1 {
+			// The last round gives the clock a few heartbeats more to
+			// move rows (deltas with no write), at little cost.
+			time.Sleep(time.Until(quietAt.Add(150 * time.Millisecond)))
+		}
+		clive := csubs[:0]
+		for i, s := range csubs {
+			id, again, refusal := resubs[i].id, resubs[i].rec, resubs[i].refusal
+			if refusal == nil {
+				waitFor(t, 30*time.Second, 5*time.Millisecond, func() error {
+					if st, _, _ := again.ending(); st == 0 {
+						return fmt.Errorf("not answered yet")
+					}
+					return nil
+				})
+				if err := r.e.Unsubscribe(ctx, id); err != nil {
+					fail("unsubscribe: %v", err)
+				}
+			}
+			ended := false
+			for _, rec := range []*recorder{s.rec, again} {
+				st, code, reason := rec.ending()
+				if rec == again && refusal != nil {
+					// Refused for the schema as it is now (a column
+					// dropped: unknown_column) only if it changed.
+					st, code, reason = OutputRefused, CodeSchemaChanged, refusal.Message
+				}
+				switch st {
+				case OutputAccepted:
+				case OutputRefused, OutputEnded:
+					if unexpected(s.q, code) {
+						fail("round %d: clocked subscription %d %s %s (%s), which nothing in the run explains: %s binds %s", round, s.id, st, code, reason, s.q.sql, fmtBinds(s.q.binds))
+					}
+					ended = true
+					continue
+				default:
+					fail("round %d: clocked subscription %d has no answer after the engine quiesced: %s", round, s.id, s.q.sql)
+				}
+				n, deltas, err := r.checkClocked(s.q, rec, quietFrom)
+				if err != nil {
+					fail("round %d: clocked subscription %d (%s) %s binds %s: %v", round, s.id, s.q.shape, s.q.sql, fmtBinds(s.q.binds), err)
+				}
+				total.clocked += n
+				total.clockDeltas += deltas
+				if n > 0 {
+					total.compared++
+					total.shapes[s.q.shape]++
+				}
+			}
+			if ended {
+				total.ended["clocked"]++
+				_ = r.e.Unsubscribe(ctx, s.id)
+				continue
+			}
+			clive = append(clive, s)
+		}
+		csubs = clive
 	}
+}
+
+// checkClocked replays a clocked subscription's outputs and matches the
+// client state after each Accepted and Delta at or past from (the data
+// have not changed since) with PostgreSQL's answer to the query with its
+// time functions replaced by the clock the output carries (atClock): what
+// a client knows of the clock its rows are exact at. It returns how many
+// states it matched.
+func (r *rig) checkClocked(dq dquery, rec *recorder, from change.LSN) (n, deltas int, err error) {
+	rec.mu.Lock()
+	outs := slices.Clone(rec.outs)
+	rec.mu.Unlock()
+	replay := newRecorder()
+	var last change.Timestamp
+	for _, o := range outs {
+		replay.Send(o)
+		if o.Kind != OutputAccepted && o.Kind != OutputDelta {
+			continue
+		}
+		if o.Clock.Micros == 0 {
+			return n, deltas, fmt.Errorf("%s at %s carries no clock", o.Kind, o.LSN)
+		}
+		if o.Kind == OutputDelta && o.Clock.Cmp(last) < 0 {
+			return n, deltas, fmt.Errorf("the clock went back: %s at %s carries %s after %s", o.Kind, o.LSN, fmtClock(o.Clock), fmtClock(last))
+		}
+		last = o.Clock
+		if o.LSN < from {
+			continue
+		}
+		ref := atClock(dq.ref, o.Clock)
+		want, err := r.reference(ref, dq.binds)
+		if err != nil {
+			return n, deltas, fmt.Errorf("reference %q: %w", ref, err)
+		}
+		got, err := replay.result(dq.ordered, r.types)
+		if err != nil {
+			return n, deltas, fmt.Errorf("client state: %w", err)
+		}
+		if err := sameRows(got, want, dq.ordered); err != nil {
+			return n, deltas, fmt.Errorf("%s at %s (clock %s), PostgreSQL's answer to %s:\n%w", o.Kind, o.LSN, fmtClock(o.Clock), ref, err)
+		}
+		n++
+		if o.Kind == OutputDelta {
+			deltas++
+		}
+	}
+	return n, deltas, nil
 }
 
 // runTxns runs each list of statements as one transaction, committing it
