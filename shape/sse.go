@@ -1,10 +1,13 @@
 package shape
 
 import (
-	"bytes"
-	"encoding/json"
+	"bufio"
+	"errors"
+	"io"
 	"net/http"
+	"os"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -31,12 +34,6 @@ func (srv *Server) serveSSE(w http.ResponseWriter, r *http.Request, s *Shape, re
 	end := time.NewTimer(srv.cfg.SSETimeout)
 	defer end.Stop()
 	off := req.offset
-	var buf []byte
-	event := func(m []byte) {
-		buf = append(buf, "data: "...)
-		buf = append(buf, m...)
-		buf = append(buf, "\n\n"...)
-	}
 	for {
 		pos := uint64(srv.cfg.Engine.Position())
 		s.mu.Lock()
@@ -53,33 +50,14 @@ func (srv *Server) serveSSE(w http.ResponseWriter, r *http.Request, s *Shape, re
 			// request gets the 409.
 			return
 		}
-		buf = buf[:0]
-		if loc != nil {
-			b, err := readChunk(loc.file, loc.r)
-			if err != nil {
-				return
-			}
-			var msgs []json.RawMessage
-			if json.Unmarshal(append(append([]byte{'['}, b...), ']'), &msgs) != nil {
-				return
-			}
-			for _, m := range msgs {
-				event(bytes.TrimSpace(m))
-			}
-		}
-		for _, m := range res.msgs {
-			event(m)
+		wrote, err := writeEvents(w, loc, res, seen)
+		if err != nil {
+			return
 		}
 		if !res.wait && (loc != nil || len(res.msgs) > 0) {
 			off = res.end
 		}
-		if res.upToDate && (loc != nil || len(res.msgs) > 0) {
-			event(upToDateMsg(seen))
-		}
-		if len(buf) > 0 {
-			if _, err := w.Write(buf); err != nil {
-				return
-			}
+		if wrote {
 			fl.Flush()
 			if loc != nil || (len(res.msgs) > 0 && !res.upToDate) {
 				continue // more to send at once
@@ -104,5 +82,133 @@ func (srv *Server) serveSSE(w http.ResponseWriter, r *http.Request, s *Shape, re
 			return
 		}
 		ka.Stop()
+	}
+}
+
+// sseBufSize is the size of each of an SSE response's two buffers, the
+// snapshot file's reads and the events written: what a response holds
+// while it sends, whatever the chunk threshold or the shape's size.
+const sseBufSize = 32 << 10
+
+// sseBufs are one pass's buffers, taken from ssePool for the pass and
+// given back before the stream waits, so an idle stream holds none.
+type sseBufs struct {
+	rd  []byte
+	out *bufio.Writer
+}
+
+var ssePool = sync.Pool{New: func() any {
+	return &sseBufs{rd: make([]byte, sseBufSize), out: bufio.NewWriterSize(io.Discard, sseBufSize)}
+}}
+
+// writeEvents writes one pass of an SSE stream to w: the snapshot chunk
+// at loc, read from its file through a fixed buffer and framed as it is
+// read, or res's log messages; then an up-to-date if res reaches the
+// shape's end. wrote says whether any event was written.
+func writeEvents(w io.Writer, loc *chunkLoc, res chunkResult, seen uint64) (wrote bool, err error) {
+	b := ssePool.Get().(*sseBufs)
+	defer func() {
+		b.out.Reset(io.Discard) // drop w
+		ssePool.Put(b)
+	}()
+	out := b.out
+	out.Reset(w)
+	if loc != nil {
+		f, err := os.Open(loc.file)
+		if err != nil {
+			return false, err // the generation was collected meanwhile
+		}
+		defer f.Close()
+		fr := sseFramer{out: out}
+		n, err := io.CopyBuffer(&fr, io.NewSectionReader(f, loc.r[0], loc.r[1]), b.rd)
+		if err != nil {
+			return false, err
+		}
+		if n != loc.r[1] {
+			return false, errors.New("shape: a snapshot chunk is shorter than its generation says: " + loc.file)
+		}
+		fr.finish()
+		wrote = fr.events > 0
+	}
+	for _, m := range res.msgs {
+		out.WriteString("data: ")
+		out.Write(m)
+		out.WriteString("\n\n")
+		wrote = true
+	}
+	if res.upToDate && (loc != nil || len(res.msgs) > 0) {
+		out.WriteString("data: ")
+		out.Write(upToDateMsg(seen))
+		out.WriteString("\n\n")
+		wrote = true
+	}
+	return wrote, out.Flush()
+}
+
+// sseFramer turns a snapshot chunk (JSON messages joined by commas) into
+// events as its bytes go by: "data: " before each message, a blank line
+// after it, the commas and any whitespace between messages dropped. It
+// follows strings and nesting to tell the commas between messages from
+// those inside one, so no message is ever held whole; the events are the
+// bytes of the messages exactly as stored.
+type sseFramer struct {
+	out    *bufio.Writer
+	depth  int  // nesting inside the current message
+	inStr  bool // inside a string
+	esc    bool // after a backslash inside a string
+	open   bool // inside a message: its "data: " is written
+	events int  // messages begun
+}
+
+// Write frames p; it never fails (out's error comes with its Flush).
+func (f *sseFramer) Write(p []byte) (int, error) {
+	run := 0 // p[run:i] are message bytes not yet written
+	for i, c := range p {
+		if f.inStr {
+			switch {
+			case f.esc:
+				f.esc = false
+			case c == '\\':
+				f.esc = true
+			case c == '"':
+				f.inStr = false
+			}
+			continue
+		}
+		if f.depth == 0 {
+			switch c {
+			case ',', ' ', '\t', '\n', '\r':
+				f.out.Write(p[run:i])
+				run = i + 1
+				if c == ',' && f.open {
+					f.out.WriteString("\n\n")
+					f.open = false
+				}
+				continue
+			}
+			if !f.open {
+				f.out.WriteString("data: ")
+				f.open = true
+				f.events++
+			}
+		}
+		switch c {
+		case '"':
+			f.inStr = true
+		case '{', '[':
+			f.depth++
+		case '}', ']':
+			f.depth--
+		}
+	}
+	f.out.Write(p[run:])
+	return len(p), nil
+}
+
+// finish ends the last message's event.
+func (f *sseFramer) finish() {
+	if f.open {
+		f.out.WriteString("\n\n")
+		f.open = false
 	}
 }
