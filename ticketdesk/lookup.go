@@ -206,6 +206,16 @@ type StatusCount struct {
 	N      int64  `json:"n"`
 }
 
+// AssigneeLoad is one row of the leaderboard: an assignee and how many
+// of the organization's unclosed tickets they hold.
+type AssigneeLoad struct {
+	AssigneeID int64 `json:"assignee_id"`
+	Tickets    int64 `json:"tickets"`
+}
+
+// LeaderboardSize is how many assignees the lookup leaderboard returns.
+const LeaderboardSize = 5
+
 // Latest is the newest updated_at of an organization's tickets.
 type Latest struct {
 	Latest *time.Time `json:"latest"`
@@ -432,6 +442,15 @@ func Lookups() []Lookup {
 			Run: func(ctx context.Context, db *gorm.DB, a []any) (any, error) {
 				return find[StatusCount](db.WithContext(ctx).Model(&Ticket{}).Select("status, count(*) AS n").
 					Where("org_id = ?", i64(a[0])).Group("status").Order("status"))
+			},
+		},
+		{
+			Name: "leaderboard", Why: fmt.Sprintf("top-N groups: the %d assignees holding the most tickets not closed, ORDER BY count(*) DESC then the key, a total order; status changes, closing batches, moves and reassignments move assignees up and down", LeaderboardSize),
+			Args: func(r *rand.Rand, w *World) []any { return []any{org(r, w), "closed"} },
+			Run: func(ctx context.Context, db *gorm.DB, a []any) (any, error) {
+				return find[AssigneeLoad](db.WithContext(ctx).Model(&Ticket{}).Select("assignee_id, count(*) AS tickets").
+					Where("org_id = ? AND status <> ? AND assignee_id IS NOT NULL", i64(a[0]), a[1]).
+					Group("assignee_id").Order("count(*) DESC, assignee_id").Limit(LeaderboardSize))
 			},
 		},
 		{
