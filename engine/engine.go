@@ -568,6 +568,7 @@ func (e *Engine) flush() {
 			delete(e.sinks, out.Sub)
 		}
 	}
+	e.core.Recycle(rd)
 	for i, f := range e.flushing {
 		if rf, ok := f.(ReceiptFlusher); ok {
 			rf.FlushReceived(e.received)
@@ -608,6 +609,10 @@ func (e *Engine) recompile(out Output) bool {
 	}
 	f.retries++
 	id := out.Sub
+	// The goroutine takes a copy: were it to capture the parameter, out
+	// would move to the heap on every call, one Output (about 300 bytes)
+	// allocated for every output the engine hands out.
+	refused := out
 	e.recompiling++
 	e.wg.Add(1)
 	go func() {
@@ -625,7 +630,7 @@ func (e *Engine) recompile(out Output) bool {
 				// for good, a column it names gone): the refusal that
 				// says what happened stands.
 				delete(e.fresh, id)
-				e.sinks[id].Send(out)
+				e.sinks[id].Send(refused)
 				if fl, ok := e.sinks[id].(Flusher); ok {
 					fl.Flush()
 				}
