@@ -14,13 +14,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/freshetdb/freshet/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -105,94 +102,6 @@ func TestBenchS2S(t *testing.T) {
 		}
 	}()
 
-	type sock struct {
-		ws   *websocket.Conn
-		lat  []int64 // µs
-		rows atomic.Int64
-	}
-	open := func(n int) []*sock {
-		socks := make([]*sock, n)
-		for i := range socks {
-			var ws *websocket.Conn
-			for try := 0; ; try++ {
-				dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				ws, _, err = websocket.Dial(dctx, "ws://"+addr+"/s2s/v1", nil)
-				cancel()
-				if err == nil {
-					break
-				}
-				if try > 200 {
-					t.Fatalf("dial: %v\n%s", err, stderr.String())
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			ws.Write(ctx, websocket.MessageText, []byte(fmt.Sprintf(`{"type":"subscribe","id":"h","sql":"SELECT id, ts FROM hot WHERE id = %d","mode":"rows"}`, i%keys+1)))
-			socks[i] = &sock{ws: ws}
-		}
-		return socks
-	}
-	// read runs each socket's reader: it records, for every delta, the
-	// time from the writer's timestamp in the row to the frame's arrival.
-	// Every frame is read whole; the timestamps are found by a byte scan
-	// of the frames this server writes (the row's values are
-	// ["1","<ts>"]) rather than a full JSON decode, which took 40% of the
-	// client's CPU from the two cores the server runs on too.
-	var closing atomic.Bool // the client is closing its sockets
-	var lost atomic.Int64   // sockets the server closed before that
-	read := func(socks []*sock, accepted *sync.WaitGroup, wg *sync.WaitGroup) {
-		valuesAt := []byte(`"values":["`)
-		for _, s := range socks {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				acc := false
-				var buf bytes.Buffer
-				for {
-					_, r, err := s.ws.Reader(ctx)
-					if err != nil {
-						if !closing.Load() {
-							lost.Add(1) // the server closed it (a slow consumer)
-						}
-						return
-					}
-					buf.Reset()
-					if _, err := buf.ReadFrom(r); err != nil {
-						return
-					}
-					now := time.Now().UnixMicro()
-					b := buf.Bytes()
-					switch {
-					case bytes.HasPrefix(b, []byte(`{"type":"delta"`)):
-						for {
-							i := bytes.Index(b, valuesAt)
-							if i < 0 {
-								break
-							}
-							b = b[i+len(valuesAt):]
-							s.rows.Add(1)
-							// Skip the id, then read the timestamp.
-							if j := bytes.Index(b, []byte(`","`)); j >= 0 {
-								b = b[j+3:]
-								if k := bytes.IndexByte(b, '"'); k >= 0 {
-									if ts, err := strconv.ParseInt(string(b[:k]), 10, 64); err == nil && ts > 0 {
-										s.lat = append(s.lat, now-ts)
-									}
-								}
-							}
-						}
-					case bytes.HasPrefix(b, []byte(`{"type":"accepted"`)):
-						if !acc {
-							acc = true
-							accepted.Done()
-						}
-					case bytes.HasPrefix(b, []byte(`{"type":"refused"`)), bytes.HasPrefix(b, []byte(`{"type":"ended"`)):
-						t.Errorf("bench subscription: %s", b)
-						return
-					}
-				}
-			}()
-		}
-	}
 	// cpu returns the CPU seconds used so far by the server (and of those,
 	// in the kernel) and by this (client) process.
 	cpu := func() (server, serverSys, client float64) {
@@ -277,11 +186,15 @@ func TestBenchS2S(t *testing.T) {
 		}
 	}
 	for _, n := range counts {
-		socks := open(n)
-		var accepted, wg sync.WaitGroup
-		accepted.Add(n)
-		read(socks, &accepted, &wg)
-		accepted.Wait()
+		client, err := newBenchClient(addr, n, func(i int) string {
+			return fmt.Sprintf(`{"type":"subscribe","id":"h","sql":"SELECT id, ts FROM hot WHERE id = %d","mode":"rows"}`, i%keys+1)
+		})
+		if err != nil {
+			t.Fatalf("bench client: %v\n%s", err, stderr.String())
+		}
+		client.accepted.Wait()
+		// A line to attach a profiler or perf to, before the phase.
+		t.Logf("sockets=%d open and accepted (server pid %d, client pid %d); writing for 5 s", n, srv.Process.Pid, os.Getpid())
 		// Latency: a steady rate (100 transactions a second) for 5 s.
 		s0, k0, c0 := cpu()
 		les, w0 := written()
@@ -298,10 +211,10 @@ func TestBenchS2S(t *testing.T) {
 		tick.Stop()
 		time.Sleep(time.Second)
 		var all []int64
-		for _, s := range socks {
+		client.each(func(s *benchSock) {
 			all = append(all, s.lat...)
 			s.lat = s.lat[:0]
-		}
+		})
 		slices.Sort(all)
 		s1, k1, c1 := cpu()
 		_, w1 := written()
@@ -310,9 +223,7 @@ func TestBenchS2S(t *testing.T) {
 		if n == 1000 && fanout {
 			// Fan-out: the writer commits as fast as one connection can
 			// for 5 s; count the rows delivered to all sockets.
-			for _, s := range socks {
-				s.rows.Store(0)
-			}
+			client.each(func(s *benchSock) { s.rows.Store(0) })
 			s0, k0, c0 := cpu()
 			start := time.Now()
 			txns = 0
@@ -329,32 +240,26 @@ func TestBenchS2S(t *testing.T) {
 				last = total
 				time.Sleep(500 * time.Millisecond)
 				total = 0
-				for _, s := range socks {
-					total += s.rows.Load()
-				}
+				client.each(func(s *benchSock) { total += s.rows.Load() })
 			}
 			elapsed := time.Since(start) - time.Second // the last two polls saw no growth
 			var lat []int64
-			for _, s := range socks {
-				lat = append(lat, s.lat...)
-			}
+			client.each(func(s *benchSock) { lat = append(lat, s.lat...) })
 			slices.Sort(lat)
 			s1, k1, c1 := cpu()
 			t.Logf("fan-out sockets=1000 txns=%d (%.0f/s) rows delivered=%d in %.1fs = %.0f rows/s; latency p50=%.2fms p99=%.2fms (CPU s: server %.2f of which kernel %.2f, client %.2f; load %s)",
 				txns, float64(txns)/wrote.Seconds(), total, elapsed.Seconds(), float64(total)/elapsed.Seconds(), pct(lat, 0.5), pct(lat, 0.99), s1-s0, k1-k0, c1-c0, load())
 		}
-		closing.Store(true)
-		for _, s := range socks {
-			s.ws.Close(websocket.StatusNormalClosure, "")
+		client.close()
+		if err := client.Err(); err != nil {
+			t.Error(err)
 		}
-		wg.Wait()
-		if k := lost.Swap(0); k > 0 {
+		if k := client.lost.Load(); k > 0 {
 			log := stderr.Bytes()
 			if len(log) > 1500 {
 				log = log[len(log)-1500:]
 			}
 			t.Logf("sockets=%d: %d closed by the server before the end; the server's log ends:\n%s", n, k, log)
 		}
-		closing.Store(false)
 	}
 }
