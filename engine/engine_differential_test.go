@@ -56,7 +56,13 @@ import (
 // few heartbeats later), every client state after an Accepted or Delta
 // past the last commit, and a new subscriber's Accepted, is matched with
 // PostgreSQL's answer to the query with now() replaced by that clock
-// (checkClocked), with coverage floors for +clock and for deltas.
+// (checkClocked), with coverage floors for +clock and for deltas. One
+// clocked query a round (drawn from dgen.tcrng, or a rows-mode one's
+// again) is subscribed in touch mode before the writes: every commit and
+// every heartbeat with no write after its Accepted that changed
+// PostgreSQL's answer at the clock the engine was given there must have
+// been touched at its position (clockTouch, engine_difftouch_test.go),
+// with floors for the subscriptions, the commits and the heartbeats.
 //
 // Columns are drawn from integers, numeric, float8, text, varchar, bool,
 // timestamptz, date, uuid, jsonb, json, int4[] and text[], bytea and
@@ -70,7 +76,8 @@ import (
 // aggregates, DISTINCT and DISTINCT ON in rows and touch mode, IN and NOT
 // IN (subquery) in rows and touch mode, binary binds, touch mode,
 // acknowledged positions, clocked results and the deltas the clock
-// moved) fail a run in which a regression refuses a
+// moved, clocked touch-mode results and the heartbeats that changed
+// them) fail a run in which a regression refuses a
 // whole shape, and touches for transactions that changed nothing may be
 // at most a quarter of all touches.
 //
@@ -162,6 +169,8 @@ func TestDifferential(t *testing.T) {
 		total.passed, total.binary)
 	t.Logf("clocked (now()): %d results compared, %d client states matched with PostgreSQL at the clock they carry, %d of them after a delta",
 		shapeCount(total.shapes, "+clock"), total.clocked, total.clockDeltas)
+	t.Logf("clocked touch mode: %d subscriptions checked; %d committed transactions and %d heartbeats with no write changed their results at the clock, every one touched at its position; %d touches, %d of them explained by no such step",
+		total.touchClockSubs, total.touchClockTxns, total.touchClockBeats, total.touchClockTouches, total.touchClockFalse)
 	if total.compared == 0 {
 		t.Fatalf("no result was compared")
 	}
@@ -173,6 +182,9 @@ func TestDifferential(t *testing.T) {
 	// spent where nothing changed.
 	if total.touches >= 50 && total.falseTouches*4 > total.touches {
 		t.Errorf("%d of %d touches (over a quarter) were for transactions that left the result as it was", total.falseTouches, total.touches)
+	}
+	if total.touchClockTouches >= 50 && total.touchClockFalse*4 > total.touchClockTouches {
+		t.Errorf("%d of %d touches of clocked touch-mode subscriptions (over a quarter) were for no step that changed the result", total.touchClockFalse, total.touchClockTouches)
 	}
 	if total.seeds >= diffCISeeds {
 		// Coverage floors, about a third of what the CI seeds reach: a
@@ -206,6 +218,9 @@ func TestDifferential(t *testing.T) {
 			{"clocked (now()) subscriptions' results compared", count("+clock"), 30},
 			{"clocked client states compared at the clock they carry", total.clocked, 35},
 			{"clocked client states compared after a delta (rows the clock passed)", total.clockDeltas, 5},
+			{"clocked touch-mode subscriptions checked", total.touchClockSubs, 14},
+			{"transactions that changed a clocked touch-mode result at its clock", total.touchClockTxns, 30},
+			{"heartbeats with no write whose clock changed a touch-mode result", total.touchClockBeats, 10},
 		}
 		for _, f := range floors {
 			if f.got < f.want {
@@ -224,8 +239,13 @@ type diffTotals struct {
 	passed                                                     int // client states compared at acknowledged positions
 	clocked                                                    int // clocked client states compared at their clocks
 	clockDeltas                                                int // of which after a Delta
-	refused, ended, shapes, ddl                                map[string]int
-	touchShapes                                                map[string]int // touch-mode subscriptions checked, by shape
+	// Clocked touch-mode subscriptions checked; of the steps that changed
+	// their results (each touched), commits and heartbeats with no write;
+	// their touches, and those no such step explains.
+	touchClockSubs, touchClockTxns, touchClockBeats int
+	touchClockTouches, touchClockFalse              int
+	refused, ended, shapes, ddl                     map[string]int
+	touchShapes                                     map[string]int // touch-mode subscriptions checked, by shape
 }
 
 // shapeCount is how many of shapes' counts are of shapes naming sub.
@@ -357,13 +377,16 @@ type dgen struct {
 	// crng draws what concerns the clock (ts values, clocked queries),
 	// apart from rng so that the seeds' other draws stay as they were.
 	crng *rand.Rand
+	// tcrng draws the clocked touch-mode queries, apart from both.
+	tcrng *rand.Rand
 	// clock: the query being drawn ANDs a condition on s0.ts with the
 	// database's clock (a "+clock" shape, clockCond).
 	clock bool
 }
 
 func newDgen(seed uint64) *dgen {
-	g := &dgen{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), crng: rand.New(rand.NewPCG(seed^0x5bd1e995, seed))}
+	g := &dgen{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), crng: rand.New(rand.NewPCG(seed^0x5bd1e995, seed)),
+		tcrng: rand.New(rand.NewPCG(seed^0x27d4eb2f, seed^0x165667b1))}
 	var lb strings.Builder
 	for range 3000 {
 		lb.WriteByte(byte('a' + g.rng.IntN(26)))
@@ -1386,7 +1409,8 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 	}
 	g := newDgen(seed)
 	pw := &passWatch{}
-	tap := &ackTap{onAck: pw.ack}
+	cl := &clockLog{}
+	tap := &ackTap{onAck: func(lsn change.LSN) { pw.ack(lsn); cl.ack(lsn) }, onEvent: cl.event}
 	r := newDiffRig(t, g.ddl(), Config{Source: tap, ReadConcurrency: 2, WindowMargin: 1 + g.rng.IntN(4), CatalogCheckInterval: 200 * time.Millisecond})
 	pw.mu.Lock()
 	pw.types = r.types
@@ -1486,8 +1510,44 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 		if err := pw.observe(ctx, r.conn.PgConn(), nil, 0, 0); err != nil {
 			fail("reference: %v", err)
 		}
+		// A clocked touch-mode subscription, its table copied before
+		// the writes and after each commit (clockTouch).
+		var ct *clockTouch
+		{
+			var dq dquery
+			if len(csubs) > 0 && g.tcrng.IntN(4) == 0 {
+				dq = csubs[g.tcrng.IntN(len(csubs))].q // a rows-mode one's query: a shared view
+			} else {
+				cg := &dgen{rng: g.tcrng, crng: g.tcrng, tables: g.tables, types: g.types, clock: true}
+				dq = cg.query()
+				dq.clock, dq.shape = true, dq.shape+"+clock"
+			}
+			rec := newRecorder()
+			id, refusal, err := r.e.Subscribe(ctx, dq.sql, dq.binds, ModeTouch, rec)
+			switch {
+			case err != nil:
+				fail("subscribe %q: %v", dq.sql, err)
+			case refusal != nil:
+				total.refused[string(refusal.Code)+" (clocked, touch)"]++
+				if *diffVerbose {
+					t.Logf("refused %q: %v", dq.sql, refusal)
+				}
+			default:
+				if *diffVerbose {
+					t.Logf("subscribe %d (touch, %s): %s binds %s", id, dq.shape, dq.sql, fmtBinds(dq.binds))
+				}
+				ct = &clockTouch{dsub: dsub{q: dq, id: id, rec: rec}, table: dq.tables[0], round: round}
+				if _, err := ct.snapshot(ctx, r.conn.PgConn(), false); err != nil {
+					fail("%v", err)
+				}
+			}
+		}
 		observe := func(ctx context.Context, conn *pgconn.PgConn, stmts []string, before, after change.LSN) error {
-			return errors.Join(tw.observe(ctx, conn, stmts, before, after), pw.observe(ctx, conn, stmts, before, after))
+			err := errors.Join(tw.observe(ctx, conn, stmts, before, after), pw.observe(ctx, conn, stmts, before, after))
+			if ct != nil {
+				err = errors.Join(err, ct.observe(ctx, conn, stmts, before, after))
+			}
+			return err
 		}
 		var wg sync.WaitGroup
 		var werr error
@@ -1682,13 +1742,32 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 		// at or past quietFrom must be PostgreSQL's answer at the clock
 		// it carries, and so must a new subscriber's Accepted (the
 		// shared view's state at its clock).
+		if round == rounds-1 && (len(csubs) > 0 || ct != nil) {
+			// The last round gives the clock a few heartbeats more to
+			// move rows (deltas and touches with no write), at little
+			// cost.
+			time.Sleep(time.Until(quietAt.Add(150 * time.Millisecond)))
+		}
+		if ct != nil {
+			// Every step the engine has handled since its Accepted that
+			// changed the result at the clock of the step must have
+			// been touched.
+			beats, acked := cl.handled()
+			if err := ct.check(ctx, r.conn.PgConn(), beats, acked, total); err != nil {
+				fail("round %d: clocked touch subscription %d (%s) %s binds %s: %v", round, ct.id, ct.q.shape, ct.q.sql, fmtBinds(ct.q.binds), err)
+			}
+			if st, code, reason := ct.rec.ending(); (st == OutputRefused || st == OutputEnded) && unexpected(ct.q, code) {
+				fail("round %d: clocked touch subscription %d %s %s (%s), which nothing in the run explains: %s binds %s", round, ct.id, st, code, reason, ct.q.sql, fmtBinds(ct.q.binds))
+			}
+			if err := r.e.Unsubscribe(ctx, ct.id); err != nil {
+				fail("unsubscribe: %v", err)
+			}
+			if err := ct.drop(ctx, r.conn.PgConn()); err != nil {
+				fail("drop the copies: %v", err)
+			}
+		}
 		if len(csubs) == 0 {
 			continue
-		}
-		if round == rounds-1 {
-			// The last round gives the clock a few heartbeats more to
-			// move rows (deltas with no write), at little cost.
-			time.Sleep(time.Until(quietAt.Add(150 * time.Millisecond)))
 		}
 		clive := csubs[:0]
 		for i, s := range csubs {

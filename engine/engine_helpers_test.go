@@ -122,9 +122,21 @@ func newRig(t testing.TB, setup string, cfg Config) *rig {
 // Config.Source: newRig fills in Source) and calls onAck with every
 // position the engine acknowledges, on the engine's goroutine: what a lag
 // frame vouches for (s2s.Tap), every output before it handed to the sinks.
+// onEvent (when not nil) sees every event the engine is handed, on the
+// engine's goroutine, before the engine applies it.
 type ackTap struct {
 	Source
-	onAck func(change.LSN)
+	onAck   func(change.LSN)
+	onEvent func(change.Event)
+}
+
+// Next implements Source.
+func (a *ackTap) Next(ctx context.Context) (change.Event, error) {
+	ev, err := a.Source.Next(ctx)
+	if err == nil && a.onEvent != nil {
+		a.onEvent(ev)
+	}
+	return ev, err
 }
 
 // Beat passes the engine's request for a heartbeat on (Beater), as
