@@ -123,13 +123,34 @@ func (s *state) landRead(r *read) {
 	rs := newResultSet(v.plan, s.opts.WindowMargin)
 	n := len(r.rows) + len(r.held)
 	complete := !rs.window || r.complete || r.want == 0 || int64(n) < r.want
-	readRows := make(map[string]rowVals, n)
+	// A view that is neither clocked nor a window keeps every row it
+	// reads, so its result is the read's rows as replayed so far: it
+	// needs no map of them beside the result.
+	plain := v.clk == nil && !rs.window
+	var readRows map[string]rowVals
+	if plain {
+		rs.result = make(map[string]*entry, n)
+	} else {
+		readRows = make(map[string]rowVals, n)
+	}
 	// pend: a clocked view's rows the clock may still let in.
 	var pend map[string]rowVals
 	if v.clk != nil {
 		pend = make(map[string]rowVals)
 	}
 	add := func(k string, rv rowVals) {
+		if plain && !rs.ordered {
+			// One map operation: a key read twice keeps its last row,
+			// as remove and insert would.
+			h := &heldRow{rowVals: rv}
+			rs.result[k] = h.entry(k)
+			return
+		}
+		if plain {
+			rs.remove(k)
+			rs.insert(rs.newEntry(k, &heldRow{rowVals: rv}, v))
+			return
+		}
 		readRows[k] = rv
 		rs.remove(k)
 		if v.clk != nil {
@@ -173,7 +194,16 @@ func (s *state) landRead(r *read) {
 	if !rs.complete && len(rs.list) > 0 {
 		rs.bound = rs.list[len(rs.list)-1].enteredRow()
 	}
-	ok := s.replayTable(r, tb, func(k string) []any { return readRows[k].values() }, func() {
+	readRow := func(k string) []any { return readRows[k].values() }
+	if plain {
+		readRow = func(k string) []any {
+			if e := rs.result[k]; e != nil {
+				return e.row.values()
+			}
+			return nil
+		}
+	}
+	ok := s.replayTable(r, tb, readRow, func() {
 		clear(readRows)
 		clear(pend)
 		rs.result = make(map[string]*entry)
@@ -209,7 +239,9 @@ func (s *state) landRead(r *read) {
 					return false
 				}
 				rv := tb.encode(newVals)
-				readRows[newKey] = rv
+				if !plain {
+					readRows[newKey] = rv
+				}
 				rs.insert(rs.newEntry(newKey, &heldRow{rowVals: rv}, v))
 			}
 		}

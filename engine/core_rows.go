@@ -335,6 +335,13 @@ func missing(row change.Row) bool {
 func (tb *table) keyOfHeld(rv rowVals) (string, bool) {
 	b := tb.keyBuf[:0]
 	for _, slot := range tb.key {
+		if i := rv.find(slot); i >= 0 && rv.enc[i] == tagInt {
+			// An integer key, the common one: no box for its value.
+			_, payload, _ := slotAt(rv.enc, i)
+			x, _ := varint(payload, 0)
+			b = query.AppendIntKey(b, x)
+			continue
+		}
 		x := rv.val(slot)
 		if isUnloaded(x) {
 			return "", false

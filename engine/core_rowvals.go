@@ -323,6 +323,13 @@ func (rv rowVals) sameAt(slot int, x any, scratch *[]byte) bool {
 // pick decodes the slots col lists, in that order (a source's columns).
 func (rv rowVals) pick(col []int) []any {
 	out := make([]any, len(col))
+	rv.pickInto(out, col, nil)
+	return out
+}
+
+// pickInto is pick into out (len(col) long); integers and timestamps are
+// boxed in sl's slabs when sl is not nil.
+func (rv rowVals) pickInto(out []any, col []int, sl *slabs) {
 	hi := -1
 	for _, slot := range col {
 		hi = max(hi, slot)
@@ -340,7 +347,18 @@ func (rv rowVals) pick(col []int) []any {
 			continue
 		}
 		tag, payload, _ := slotAt(rv.enc, at[slot])
-		out[j] = rv.decode(tag, payload)
+		switch {
+		case sl != nil && tag == tagInt:
+			p := sl.ints.next()
+			*p, _ = varint(payload, 0)
+			out[j] = box(int64Word, p)
+		case sl != nil && tag == tagTimestamp:
+			p := sl.times.next()
+			x, _ := varint(payload, 1)
+			*p = change.Timestamp{Micros: x, Inf: int8(payload[0])}
+			out[j] = box(timestampWord, p)
+		default:
+			out[j] = rv.decode(tag, payload)
+		}
 	}
-	return out
 }

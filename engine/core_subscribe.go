@@ -220,11 +220,20 @@ func (s *state) releaseResult(v *view, rs *resultSet) {
 func (s *state) intern(v *view, rs *resultSet) {
 	vs := v.srcs[0]
 	tb := vs.t
+	if len(tb.rows) == 0 && len(rs.result) > 64 {
+		// The table's first rows: sized once, not grown by rehashing.
+		tb.rows = make(map[string]*heldRow, len(rs.result))
+	}
+	hs := holderSlab{left: len(rs.result)}
 	for k, e := range rs.result {
 		h := tb.rows[k]
 		if h == nil {
 			h = e.row
 			tb.rows[k] = h
+			if h.holders == nil {
+				h.holders = hs.one(vs)
+				continue
+			}
 		} else {
 			tb.mergeHeld(h, e.row.rowVals)
 			if rs.ordered {
@@ -235,4 +244,27 @@ func (s *state) intern(v *view, rs *resultSet) {
 		}
 		h.addHolder(vs)
 	}
+}
+
+// holderSlab hands out one-holder lists from shared arrays: a read
+// landing a million rows makes a thousand allocations for their holders,
+// not a million. A list that grows past one moves to its own array.
+type holderSlab struct {
+	free []*viewSource
+	left int // lists still to be asked for, at most: no array is bigger
+}
+
+// holderChunk is how many lists one array holds: a live row keeps its
+// array (8 KiB) alive, so it stays small.
+const holderChunk = 1024
+
+func (hs *holderSlab) one(vs *viewSource) []*viewSource {
+	if len(hs.free) == 0 {
+		hs.free = make([]*viewSource, min(holderChunk, max(hs.left, 1)))
+	}
+	hs.left--
+	l := hs.free[:1:1]
+	hs.free = hs.free[1:]
+	l[0] = vs
+	return l
 }

@@ -408,6 +408,13 @@ func intervalSpan(iv change.Interval) (days, rem int64) {
 
 // appendKey appends the equality key of v, a non-NULL value already in its
 // family's form: values equal under compareValues get equal keys.
+// AppendIntKey is AppendKey of an integer (int2, int4, int8 or oid)
+// value, for callers that hold it unboxed.
+func AppendIntKey(dst []byte, x int64) []byte {
+	dst = append(dst, 'i')
+	return binary.BigEndian.AppendUint64(dst, uint64(x))
+}
+
 func appendKey(dst []byte, v any) []byte {
 	switch x := v.(type) {
 	case int64:
@@ -501,6 +508,9 @@ func normalizeNumeric(n change.Numeric) (string, int64) {
 func AppendKey(dst []byte, typeOID uint32, v any) []byte {
 	if v == nil {
 		return append(dst, 0)
+	}
+	if x, ok := v.(int64); ok {
+		return AppendIntKey(dst, x) // what toFamily and appendKey make of it, unboxed
 	}
 	if x, ok := toFamily(v, typeOID, goFamily(v)); ok {
 		v = x
