@@ -64,6 +64,21 @@ import (
 // been touched at its position (clockTouch, engine_difftouch_test.go),
 // with floors for the subscriptions, the commits and the heartbeats.
 //
+// LIKE-routed queries ("likeix", two a round in rows mode and one in touch
+// mode, drawn apart from the others: dgen.lrng) filter, count or join a
+// table by a LIKE, ILIKE, ~~ or ~~* of s0.lk with a literal run of three
+// bytes or more (a literal or a bind; maybe a second pattern, or a range
+// of s0.r, which the LIKE outranks) and by nothing else, so the engine
+// routes their table's changes by its LIKE index alone. lk, a text every
+// table has, is written from values each pattern matches or misses, in
+// either case and with multibyte text (dgen.lkValue), by inserts and by
+// half the updates, so rows move in and out of those results throughout
+// the run: a LIKE index that finds no candidates fails each of the 16
+// CI seeds run one by one, and the floors count likeix results compared
+// after a delta and touch-mode likeix results a transaction changed. The
+// "+like" shapes (a LIKE ANDed to other draws) remain, often routed by
+// another constraint.
+//
 // Columns are drawn from integers, numeric, float8, text, varchar, bool,
 // timestamptz, date, uuid, jsonb, json, int4[] and text[], bytea and
 // interval; binds are text or binary (and untyped); LIMIT and OFFSET are
@@ -72,7 +87,8 @@ import (
 // schema change of one of its tables explains it (table_dropped,
 // schema_changed): internal, read_failed, timeout... are failures. Over
 // the CI seeds, coverage floors per shape (joins, windows, counts, LIKE
-// with a literal run the LIKE index routes by, ordered results,
+// with a literal run the LIKE index routes by, LIKE-routed results
+// the index changed and touch-mode results it touched, ordered results,
 // aggregates, DISTINCT and DISTINCT ON in rows and touch mode, IN and NOT
 // IN (subquery) in rows and touch mode, binary binds, touch mode,
 // acknowledged positions, clocked results and the deltas the clock
@@ -167,6 +183,8 @@ func TestDifferential(t *testing.T) {
 		shapeCount(total.shapes, "+in"), shapeCount(total.shapes, "+notin"), total.touchInChanged)
 	t.Logf("compared %d client states at positions the engine acknowledged (what lag frames vouch for); %d results of queries with binary binds at quiet points",
 		total.passed, total.binary)
+	t.Logf("LIKE index (likeix): %d results compared, %d of them after a delta; %d committed transactions changed a touch-mode likeix result",
+		shapeCount(total.shapes, "likeix"), total.likeDeltas, total.touchLikeChanged)
 	t.Logf("clocked (now()): %d results compared, %d client states matched with PostgreSQL at the clock they carry, %d of them after a delta",
 		shapeCount(total.shapes, "+clock"), total.clocked, total.clockDeltas)
 	t.Logf("clocked touch mode: %d subscriptions checked; %d committed transactions and %d heartbeats with no write changed their results at the clock, every one touched at its position; %d touches, %d of them explained by no such step",
@@ -199,6 +217,9 @@ func TestDifferential(t *testing.T) {
 			{"join results compared", count("join"), 35},
 			{"results of queries with expressions compared", count("+expr"), 30},
 			{"results of queries with a LIKE of a 3-byte literal compared", count("+like"), 8},
+			{"results of queries routed by the LIKE index alone (likeix) compared", count("likeix"), 55},
+			{"likeix results compared after a delta (rows the LIKE index routed)", total.likeDeltas, 30},
+			{"transactions that changed a likeix touch-mode result", total.touchLikeChanged, 15},
 			{"results of windows (ORDER BY ... LIMIT) compared", count("+limit"), 35},
 			{"counts compared", total.counts, 25},
 			{"aggregate results compared", count("agg"), 18},
@@ -235,6 +256,8 @@ type diffTotals struct {
 	seeds, subs, compared, ordered, counts, commits, rollbacks int
 	touchSubs, touchChanged, touches, falseTouches             int
 	touchInChanged                                             int // touchChanged of IN (subquery) queries
+	touchLikeChanged                                           int // touchChanged of likeix queries
+	likeDeltas                                                 int // likeix results compared after a Delta
 	binary                                                     int // compared results of queries with a binary bind
 	passed                                                     int // client states compared at acknowledged positions
 	clocked                                                    int // clocked client states compared at their clocks
@@ -382,11 +405,16 @@ type dgen struct {
 	// clock: the query being drawn ANDs a condition on s0.ts with the
 	// database's clock (a "+clock" shape, clockCond).
 	clock bool
+	// lrng draws what concerns the LIKE index (lk values, "likeix"
+	// queries), apart from rng so that the seeds' other draws stay as
+	// they were.
+	lrng *rand.Rand
 }
 
 func newDgen(seed uint64) *dgen {
 	g := &dgen{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), crng: rand.New(rand.NewPCG(seed^0x5bd1e995, seed)),
-		tcrng: rand.New(rand.NewPCG(seed^0x27d4eb2f, seed^0x165667b1))}
+		tcrng: rand.New(rand.NewPCG(seed^0x27d4eb2f, seed^0x165667b1)),
+		lrng:  rand.New(rand.NewPCG(seed^0x85ebca6b, seed+1))}
 	var lb strings.Builder
 	for range 3000 {
 		lb.WriteByte(byte('a' + g.rng.IntN(26)))
@@ -449,6 +477,10 @@ func (tb *dtable) create() string {
 	// with now(). It is not among cols: queries other than clocked ones
 	// see it only in SELECT *.
 	b.WriteString("ts timestamptz, ")
+	// lk: text that LIKE patterns with a literal run of 3 bytes or more
+	// match often (dgen.lkValue), for the likeix queries, which the
+	// engine routes by its LIKE index alone. Not among cols either.
+	b.WriteString("lk text, ")
 	fmt.Fprintf(&b, "PRIMARY KEY (%s));\n", strings.Join(tb.pk, ", "))
 	return b.String()
 }
@@ -1291,13 +1323,13 @@ func (g *dgen) write() string {
 		for _, c := range tb.cols {
 			names = append(names, c.name)
 		}
-		names = append(names, "ts")
+		names = append(names, "ts", "lk")
 		for range 1 + g.rng.IntN(3) {
 			var vs []string
 			for i := range tb.cols {
 				vs = append(vs, g.value(&tb.cols[i]))
 			}
-			vs = append(vs, g.tsValue())
+			vs = append(vs, g.tsValue(), g.lkValue())
 			rows = append(rows, "("+strings.Join(vs, ", ")+")")
 		}
 		return fmt.Sprintf("INSERT INTO %s (%s) VALUES %s ON CONFLICT DO NOTHING", tb.name, strings.Join(names, ", "), strings.Join(rows, ", "))
@@ -1313,6 +1345,9 @@ func (g *dgen) write() string {
 		}
 		if g.crng.IntN(3) == 0 {
 			sets = append(sets, "ts = "+g.tsValue())
+		}
+		if g.lrng.IntN(2) == 0 {
+			sets = append(sets, "lk = "+g.lkValue()) // a row in or out of likeix results
 		}
 		return fmt.Sprintf("UPDATE %s SET %s WHERE %s", tb.name, strings.Join(sets, ", "), keyPred())
 	case n < 15:
@@ -1346,6 +1381,81 @@ func (g *dgen) tsValue() string {
 		return "NULL"
 	}
 	return fmt.Sprintf("now() + interval '%d milliseconds'", g.crng.IntN(3001)-1500)
+}
+
+// lkValues are the values of the lk columns: every likeix pattern
+// matches some of them and misses the others, in either case, with
+// multibyte text and the characters LIKE escapes.
+var lkValues = []string{"abc", "xabcx", "ABC", "zAbCd", "a_c", "xa_cx", "a%b", "ba%bc", "zz top", "ZZ TOP!",
+	"é abc", "É ABC", "ab", "", "bca", "abx"}
+
+// lkValue is a value for an lk column (NULL sometimes).
+func (g *dgen) lkValue() string {
+	if g.lrng.IntN(6) == 0 {
+		return "NULL"
+	}
+	return "'" + lkValues[g.lrng.IntN(len(lkValues))] + "'"
+}
+
+// likeQuery draws a likeix query: a filter, count or join whose only
+// constraint on s0 is a LIKE, ILIKE, ~~ or ~~* of s0.lk with a literal
+// run of 3 bytes or more (sometimes a bind; maybe ANDed with a second
+// one, or with a range of s0.r, which the LIKE outranks), so that the
+// engine routes s0's changes to its view by the LIKE index alone: a
+// change the index does not find is a row missing from the result or
+// left in it, or a touch missing.
+func (g *dgen) likeQuery() dquery {
+	rng := g.lrng
+	pick := func(vs []string) string { return vs[rng.IntN(len(vs))] }
+	q := &qbuilder{g: g}
+	pats := []string{"%abc%", "abc%", "%abc", "_abc_", "%bca", "%ABC%", "ABC", "%b_%abc%", `a\_c%`, `%a\_c%`, `%a\%b%`,
+		`ba\%b%`, "zz top", "%z top%", "ZZ T%", "%é abc", "%É ABC%", "é a%"}
+	like := func() string {
+		op, pat := pick([]string{"LIKE", "ILIKE", "~~", "~~*", "ILIKE"}), pick(pats)
+		if rng.IntN(4) == 0 {
+			q.binds = append(q.binds, query.Bind{OID: 25, Format: query.FormatText, Data: []byte(pat)})
+			return fmt.Sprintf("s0.lk %s $%d", op, len(q.binds))
+		}
+		return "s0.lk " + op + " '" + pat + "'"
+	}
+	where := " WHERE " + like()
+	switch rng.IntN(6) {
+	case 0:
+		where += " AND " + like()
+	case 1:
+		where += fmt.Sprintf(" AND s0.r %s %d", pick([]string{">", "<=", "<>"}), 1+rng.IntN(12))
+	}
+	tb := g.tables[rng.IntN(len(g.tables))]
+	from, shape := tb.name+" s0", "likeix"
+	targets := pick([]string{"s0.k, s0.lk", "*", "count(*)", "s0.lk, s0.r"})
+	tables := []string{tb.name}
+	if len(g.tables) > 1 && rng.IntN(4) == 0 {
+		other := g.tables[rng.IntN(len(g.tables))]
+		from += " JOIN " + other.name + " s1 ON s1.k = s0.r"
+		targets = pick([]string{"s0.k, s0.lk, s1.k", "count(*)"})
+		shape += "+join"
+		if other != tb {
+			tables = append(tables, other.name)
+		}
+	}
+	if targets == "count(*)" {
+		shape += "+count"
+	}
+	sel := "SELECT " + targets + " FROM " + from + where
+	return dquery{sql: sel, ref: sel, binds: q.binds, shape: shape, tables: tables}
+}
+
+// deltas is how many Deltas rec holds.
+func deltas(rec *recorder) int {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	n := 0
+	for _, o := range rec.outs {
+		if o.Kind == OutputDelta {
+			n++
+		}
+	}
+	return n
 }
 
 // clockCond is a condition of s0.ts on the database's clock in one of
@@ -1470,6 +1580,9 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 	}
 
 	var subs []*dsub
+	// The likeix subscriptions (drawn from g.lrng), apart from subs so
+	// that g.rng's draws of subs stay as they were; compared with them.
+	var lsubs []*dsub
 	// Clocked subscriptions ("+clock", one drawn a round from g.crng):
 	// apart from subs, so that the other draws stay as they were.
 	var csubs []*dsub
@@ -1511,6 +1624,24 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 				t.Logf("subscribe %d (touch, %s): %s binds %s", id, dq.shape, dq.sql, fmtBinds(dq.binds))
 			}
 			tw.subs = append(tw.subs, &touchSub{dsub: dsub{q: dq, id: id, rec: rec}, broken: -1})
+		}
+		// A likeix query in touch mode (drawn from g.lrng): every
+		// transaction that moves a row in or out of it must be touched.
+		{
+			dq := g.likeQuery()
+			rec := newRecorder()
+			id, refusal, err := r.e.Subscribe(ctx, dq.sql, dq.binds, ModeTouch, rec)
+			switch {
+			case err != nil:
+				fail("subscribe %q: %v", dq.sql, err)
+			case refusal != nil && unexpected(dq, refusal.Code, refusal.Message):
+				fail("likeix query refused (%v): %s binds %s", refusal, dq.sql, fmtBinds(dq.binds))
+			case refusal == nil:
+				if *diffVerbose {
+					t.Logf("subscribe %d (touch, %s): %s binds %s", id, dq.shape, dq.sql, fmtBinds(dq.binds))
+				}
+				tw.subs = append(tw.subs, &touchSub{dsub: dsub{q: dq, id: id, rec: rec}, broken: -1})
+			}
 		}
 		if err := tw.observe(ctx, r.conn.PgConn(), nil, 0, 0); err != nil {
 			fail("touch reference: %v", err)
@@ -1596,6 +1727,32 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 				csubs = append(csubs, &dsub{q: dq, id: id, rec: rec})
 			}
 		}
+		// follow counts a rows-mode subscription and has passWatch follow it.
+		follow := func(dq dquery, id SubID, rec *recorder) *dsub {
+			total.subs++
+			if *diffVerbose {
+				t.Logf("subscribe %d (%s): %s binds %s", id, dq.shape, dq.sql, fmtBinds(dq.binds))
+			}
+			ds := &dsub{q: dq, id: id, rec: rec}
+			pw.follow(ds)
+			return ds
+		}
+		for range 2 {
+			// likeix queries (drawn from g.lrng), subscribed while the
+			// writes go on: routed by the LIKE index alone.
+			dq := g.likeQuery()
+			rec := newRecorder()
+			id, refusal, err := r.e.Subscribe(ctx, dq.sql, dq.binds, ModeRows, rec)
+			switch {
+			case err != nil:
+				fail("subscribe %q: %v", dq.sql, err)
+			case refusal != nil && unexpected(dq, refusal.Code, refusal.Message):
+				fail("likeix query refused (%v): %s binds %s", refusal, dq.sql, fmtBinds(dq.binds))
+			case refusal != nil:
+				continue
+			}
+			lsubs = append(lsubs, follow(dq, id, rec))
+		}
 		for range 6 {
 			if len(subs) > 0 && g.rng.IntN(4) == 0 {
 				i := g.rng.IntN(len(subs))
@@ -1626,13 +1783,7 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 				}
 				continue
 			}
-			total.subs++
-			if *diffVerbose {
-				t.Logf("subscribe %d (%s): %s binds %s", id, dq.shape, dq.sql, fmtBinds(dq.binds))
-			}
-			ds := &dsub{q: dq, id: id, rec: rec}
-			subs = append(subs, ds)
-			pw.follow(ds)
+			subs = append(subs, follow(dq, id, rec))
 			time.Sleep(time.Duration(g.rng.IntN(20)) * time.Millisecond)
 		}
 		wg.Wait()
@@ -1697,6 +1848,7 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 		}
 		total.passed += pw.compared - before
 
+		subs = append(subs, lsubs...)
 		live := subs[:0]
 		for _, s := range subs {
 			st, code, reason := s.rec.ending()
@@ -1741,9 +1893,19 @@ func runDifferential(t *testing.T, seed uint64, total *diffTotals) {
 			if strings.Contains(s.q.shape, "count") {
 				total.counts++
 			}
+			if strings.HasPrefix(s.q.shape, "likeix") && deltas(s.rec) > 0 {
+				total.likeDeltas++
+			}
 			live = append(live, s)
 		}
-		subs = live
+		subs, lsubs = nil, nil
+		for _, s := range live {
+			if strings.HasPrefix(s.q.shape, "likeix") {
+				lsubs = append(lsubs, s)
+			} else {
+				subs = append(subs, s)
+			}
+		}
 
 		// The clocked subscriptions: with the data still, the clock
 		// passes rows while the checks run and the new subscribers' reads
@@ -2045,6 +2207,9 @@ func (w *touchWatch) check(total *diffTotals) error {
 				total.touchChanged++
 				if strings.Contains(s.q.shape, "+in") || strings.Contains(s.q.shape, "+notin") {
 					total.touchInChanged++
+				}
+				if strings.HasPrefix(s.q.shape, "likeix") {
+					total.touchLikeChanged++
 				}
 				if !found {
 					prev := ""
