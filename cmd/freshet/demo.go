@@ -104,11 +104,11 @@ func (m *Main) parseDemoFlags(sub string, args []string) (*demoConfig, error) {
 		fs.Float64Var(&c.ReadRate, "read-rate", 2000, "reads per second of all readers together; 0 reads flat out")
 		fs.DurationVar(&c.Verify, "verify-every", time.Second, "pause between verifier passes")
 		fs.DurationVar(&c.Checkpoint, "checkpoint-every", 10*time.Second, "time between exact checkpoints: the writer pauses, the cache passes PostgreSQL's WAL position, every lookup is compared with no settling (0: none)")
-		fs.DurationVar(&c.Settle, "settle", 3*time.Second, "how long a differing pair is re-read before it counts as a mismatch")
+		fs.DurationVar(&c.Settle, "settle", 3*time.Second, "the least time a differing pair is re-read, and the staleness assumed when the cache reports none")
 		fs.DurationVar(&c.Duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
 		fs.BoolVar(&c.Plain, "plain", false, "print one plain line per second instead of redrawing (the default when stdout is not a terminal)")
 	case "verify":
-		fs.DurationVar(&c.Settle, "settle", 3*time.Second, "how long a differing pair is re-read before it counts as a mismatch")
+		fs.DurationVar(&c.Settle, "settle", 3*time.Second, "the least time a differing pair is re-read, and the staleness assumed when the cache reports none")
 	case "lag":
 		fs.IntVar(&c.Samples, "samples", 200, "stamps to measure")
 		fs.IntVar(&c.Readers, "readers", 0, "readers calling the desk's lookups through the cache while measuring")
@@ -121,7 +121,7 @@ func (m *Main) parseDemoFlags(sub string, args []string) (*demoConfig, error) {
 		fs.IntVar(&c.Readers, "readers", 16, "readers calling the desk's lookups through the cache during the migration")
 		fs.Float64Var(&c.ReadRate, "read-rate", 2000, "reads per second of all readers together; 0 reads flat out")
 		fs.DurationVar(&c.Load, "load", 5*time.Second, "how long the load runs before and after the schema change")
-		fs.DurationVar(&c.Settle, "settle", 3*time.Second, "how long a differing pair is re-read before it counts as a mismatch")
+		fs.DurationVar(&c.Settle, "settle", 3*time.Second, "the least time a differing pair is re-read, and the staleness assumed when the cache reports none")
 	}
 	fs.Usage = func() { printFlags(fs, demoUsage) }
 	bad := func(format string, a ...any) error {
