@@ -352,6 +352,11 @@ func (c *Core) CheckCatalog(checked []uint32, shapes map[uint32]*change.Relation
 func (c *Core) Unpublished(oids []uint32, publication string) { c.st.unpublished(oids, publication) }
 
 // Ready returns, and forgets, what the core produced since the last call.
+// The Outputs slice is the core's: it is valid until the next call of a
+// Core method other than Position, Passed and Stats (the next outputs
+// are written over it), so range over it, or copy it, before calling the
+// core again. The Output values in it, and the slices they hold (Rows,
+// their Values, Removed, ...), are the caller's to keep.
 func (c *Core) Ready() Ready { return c.st.ready() }
 
 // Recycle hands a Ready's Outputs back to the core once the caller is done

@@ -128,7 +128,7 @@ func (s *state) touch(vs *viewSource, keys ...string) {
 // the views it can affect.
 func (s *state) rowChange(tb *table, ch *change.Change) {
 	var newKey string
-	oldKey, oldVals := s.oldRow(tb, ch)
+	oldKey, oldVals := s.oldRow(tb, ch, &s.mem)
 	if ch.Old != nil && oldKey == "" {
 		// The old row does not carry the row key: the replica identity
 		// changed and its Relation came before the views did.
@@ -147,7 +147,7 @@ func (s *state) rowChange(tb *table, ch *change.Change) {
 		if fill == nil && ch.OldIsRow && oldVals != nil {
 			fill = oldVals
 		}
-		newVals, _ = tb.decodeRow(ch.Rel, ch.New, fill, s.opts.Types)
+		newVals, _ = tb.decodeRow(ch.Rel, ch.New, fill, s.opts.Types, &s.mem)
 		if fill == nil && ch.Op == change.OpUpdate && needFill {
 			// No old key sent: the key did not change; fill unchanged
 			// values from the held row.
@@ -222,11 +222,11 @@ func (s *state) rowChange(tb *table, ch *change.Change) {
 // row under REPLICA IDENTITY FULL) and returns its key ("" when the change
 // carries none: an insert, or an update that kept the identity's values)
 // and its values.
-func (s *state) oldRow(tb *table, ch *change.Change) (string, []any) {
+func (s *state) oldRow(tb *table, ch *change.Change, mem *applyMem) (string, []any) {
 	if ch.Old == nil {
 		return "", nil
 	}
-	oldVals, _ := tb.decodeRow(ch.Rel, ch.Old, nil, s.opts.Types)
+	oldVals, _ := tb.decodeRow(ch.Rel, ch.Old, nil, s.opts.Types, mem)
 	k, _ := tb.keyOf(oldVals)
 	return k, oldVals
 }
@@ -237,19 +237,19 @@ func (s *state) oldRow(tb *table, ch *change.Change) (string, []any) {
 // (values the change did not send filled from readRow's row). ok is false
 // when the new row's key is unknown.
 func (s *state) replayRow(tb *table, ch *change.Change, readRow func(key string) []any) (oldKey, newKey string, newVals []any, ok bool) {
-	oldKey, _ = s.oldRow(tb, ch)
+	oldKey, _ = s.oldRow(tb, ch, nil)
 	if ch.Op == change.OpDelete {
 		return oldKey, "", nil, true
 	}
 	if oldKey == "" {
-		nv, _ := tb.decodeRow(ch.Rel, ch.New, nil, s.opts.Types)
+		nv, _ := tb.decodeRow(ch.Rel, ch.New, nil, s.opts.Types, nil)
 		oldKey, _ = tb.keyOf(nv)
 	}
 	var fill []any
 	if missing(ch.New) {
 		fill = readRow(oldKey)
 	}
-	newVals, _ = tb.decodeRow(ch.Rel, ch.New, fill, s.opts.Types)
+	newVals, _ = tb.decodeRow(ch.Rel, ch.New, fill, s.opts.Types, nil)
 	newKey, ok = tb.keyOf(newVals)
 	return oldKey, newKey, newVals, ok
 }
@@ -388,6 +388,7 @@ func (s *state) recycleOverlay() {
 	}
 	clear(s.overlayRows)
 	s.overlayRows = s.overlayRows[:0]
+	s.mem.slots.reset() // the overlay's rows were its slices
 }
 
 // refreshViews re-reads the views a settled change left needing rows
@@ -441,7 +442,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		if plain {
 			q = v.rowInto(&s.scratchRow, changed.after)
 		} else {
-			q = v.row(changed.after)
+			q = v.ownedRow(changed.after)
 		}
 		if !loaded(q) {
 			// A value this view needs is an unchanged TOASTed value of a
@@ -462,7 +463,8 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		}
 		if keep {
 			if plain {
-				nexts[i].now = v.plan.Project(q)
+				// Cut from shared chunks: the delta's receivers keep it.
+				nexts[i].now = v.plan.ProjectTo(s.mem.vals.alloc(len(v.plan.Output)), q)
 			}
 			if v.ordered {
 				nexts[i].e = &entry{key: k, row: changed.h}
@@ -473,6 +475,11 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		}
 	}
 	var d delta
+	d.rows = s.rowsBuf[:0]
+	defer func() {
+		clear(s.rowsBuf[:cap(s.rowsBuf)])
+		s.rowsBuf = s.rowsBuf[:0]
+	}()
 	before := v.countN()
 	for _, n := range nexts {
 		old := v.remove(n.key)
@@ -501,7 +508,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 				v.aggRow(n.key, query.Row{rowBefore(s, tb, n.key).pick(vs.col)}, -1)
 			}
 			if kept {
-				v.aggRow(n.key, v.row(s.overlay[rowRef{tb.oid, n.key}].after), 1)
+				v.aggRow(n.key, v.ownedRow(s.overlay[rowRef{tb.oid, n.key}].after), 1)
 			}
 			continue
 		}
@@ -541,6 +548,14 @@ func (s *state) settle(v *view, lsn change.LSN) {
 	default:
 		d.changed = len(d.rows) > 0 || len(d.removed) > 0
 		d.keyChanges = pairedKeyChanges(d.keyChanges, d.removed)
+		s.rowsBuf = d.rows // grown: kept as scratch
+		d.rows = nil
+		if n := len(s.rowsBuf); n > 0 {
+			// The delta's rows, cut from shared chunks: its receivers
+			// keep them.
+			d.rows = s.mem.rows.alloc(n)
+			copy(d.rows, s.rowsBuf)
+		}
 	}
 	if v.clk != nil {
 		v.trimTimes()

@@ -206,9 +206,17 @@ func (tb *table) relSlot(c change.Column) int {
 // slice. Values it cannot know (Absent, Unchanged, undecodable) are left
 // unloaded and reported by ok=false when a needed column is among them;
 // fill supplies unchanged values from the row as held, when there is one.
-func (tb *table) decodeRow(rel *change.Relation, row change.Row, fill []any, types change.TypeResolver) (vals []any, ok bool) {
+// With mem (the apply path) the slice is the transaction's (valid until
+// it is settled) and text and integer values are boxed in mem's slabs;
+// without, both are allocated.
+func (tb *table) decodeRow(rel *change.Relation, row change.Row, fill []any, types change.TypeResolver, mem *applyMem) (vals []any, ok bool) {
 	m := tb.relMap(rel)
-	vals = make([]any, len(tb.cols))
+	var boxes *slabs
+	if mem != nil {
+		vals, boxes = mem.slots.alloc(len(tb.cols)), &mem.boxes
+	} else {
+		vals = make([]any, len(tb.cols))
+	}
 	for i := range vals {
 		vals[i] = unloaded{}
 	}
@@ -226,7 +234,7 @@ func (tb *table) decodeRow(rel *change.Relation, row change.Row, fill []any, typ
 		case change.Null:
 			vals[slot] = nil
 		case change.Text, change.Binary:
-			if x, done := decodeFast(lc, v); done {
+			if x, done := decodeFast(lc, v, boxes); done {
 				vals[slot] = x
 				continue
 			}
@@ -403,13 +411,19 @@ func relayout(rv rowVals, at []int, src *[]string) rowVals {
 
 // decodeFast decodes a streamed integer or text value of a typed column
 // as change.Decode does (TestDecodeFast), without looking its type up for
-// every value; done is false for other columns and forms.
-func decodeFast(lc *layoutCol, v change.Value) (x any, done bool) {
+// every value, boxed in boxes' slabs when it is not nil; done is false
+// for other columns and forms.
+func decodeFast(lc *layoutCol, v change.Value, boxes *slabs) (x any, done bool) {
 	if !lc.typed || v.Kind != change.Text {
 		return nil, false
 	}
 	switch lc.fast {
 	case fastText:
+		if boxes != nil {
+			p := boxes.strs.next()
+			*p = boxes.clone(unsafe.String(unsafe.SliceData(v.Data), len(v.Data)))
+			return box(stringWord, p), true
+		}
 		return string(v.Data), true
 	case fastInt:
 		bits := 64
@@ -422,6 +436,11 @@ func decodeFast(lc *layoutCol, v change.Value) (x any, done bool) {
 		n, err := strconv.ParseInt(unsafe.String(unsafe.SliceData(v.Data), len(v.Data)), 10, bits)
 		if err != nil {
 			return nil, false // change.Decode says why
+		}
+		if boxes != nil && (n < 0 || n > 255) { // the runtime boxes 0-255 without allocating
+			p := boxes.ints.next()
+			*p = n
+			return box(int64Word, p), true
 		}
 		return n, true
 	}

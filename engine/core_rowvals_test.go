@@ -143,7 +143,7 @@ func TestDecodeFast(t *testing.T) {
 		typ, _ := change.BuiltinType(tt.oid)
 		lc := &layoutCol{typ: typ, typeOID: tt.oid, typed: true, fast: fastKindOf(typ, tt.oid)}
 		v := change.TextValue(tt.text)
-		got, done := decodeFast(lc, v)
+		got, done := decodeFast(lc, v, nil)
 		if done != tt.done {
 			t.Errorf("decodeFast(%d, %q) done = %v, want %v", tt.oid, tt.text, done, tt.done)
 			continue

@@ -62,6 +62,11 @@ type state struct {
 	nextsBuf        []settleNext
 	cmpBuf          []byte // sameOutput's scratch
 	scratchRow      rowScratch
+	rowsBuf         []ResultRow // settle's delta rows before they are cut from mem
+	mem             applyMem    // the apply path's memory (core_arena.go)
+	// handed is the Outputs slice the last ready returned: the next
+	// outputs are written over it (Core.Ready's rule).
+	handed []Output
 }
 
 // read is a read asked for and not landed yet.
@@ -115,6 +120,7 @@ func newState(opts CoreOptions) *state {
 		tables:  make(map[uint32]*table),
 		reads:   make(map[ReadID]*read),
 		overlay: make(map[rowRef]*overlayRow),
+		mem:     newApplyMem(),
 	}
 	s.touchFn = s.touchOnce
 	return s
@@ -123,7 +129,13 @@ func newState(opts CoreOptions) *state {
 // ready returns, and forgets, the reads and outputs produced so far.
 func (s *state) ready() Ready {
 	r := s.out
-	s.out = Ready{}
+	// The next outputs reuse r's slice; what the last call handed out
+	// beyond r's outputs is cleared, so that it keeps no rows alive.
+	if n := len(s.handed); n > len(r.Outputs) {
+		clear(s.handed[len(r.Outputs):n])
+	}
+	s.handed = r.Outputs
+	s.out = Ready{Outputs: r.Outputs[:0]}
 	return r
 }
 

@@ -128,13 +128,20 @@ func (p *Plan) Project(row Row) []any {
 	if p.Agg != nil {
 		return p.Agg.Post.Project(row)
 	}
-	out := make([]any, len(p.Output))
+	return p.ProjectTo(make([]any, len(p.Output)), row)
+}
+
+// ProjectTo is Project into out, which must have len(p.Output) slots (not
+// for plans with Agg or COUNT); it returns out.
+func (p *Plan) ProjectTo(out []any, row Row) []any {
 	for i, o := range p.Output {
 		switch {
 		case o.Source >= 0:
 			out[i] = cell(row, o.Source, o.Column)
 		case o.expr != nil:
 			out[i] = evalQuiet(o.expr, row)
+		default:
+			out[i] = nil
 		}
 	}
 	return out

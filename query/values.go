@@ -128,7 +128,7 @@ func toFamily(v any, oid uint32, f family) (any, bool) {
 	case int64:
 		switch f {
 		case famInt:
-			return x, true
+			return v, true // v, not x: boxing x again would allocate
 		case famNumeric:
 			return change.Numeric{Coef: big.NewInt(x)}, true
 		case famFloat:
@@ -141,12 +141,12 @@ func toFamily(v any, oid uint32, f family) (any, bool) {
 		case f == famFloat4 || f == famFloat && oid == change.OIDFloat4:
 			return float64(float32(x)), true
 		case f == famFloat:
-			return x, true
+			return v, true
 		}
 	case change.Numeric:
 		switch f {
 		case famNumeric:
-			return x, true
+			return v, true
 		case famFloat:
 			return numericFloat64(x), true
 		case famFloat4:
@@ -157,7 +157,7 @@ func toFamily(v any, oid uint32, f family) (any, bool) {
 			if oid == change.OIDBPChar {
 				return strings.TrimRight(x, " "), true
 			}
-			return x, true
+			return v, true
 		}
 	case change.Date:
 		switch f {
