@@ -11,11 +11,11 @@ import (
 )
 
 // Joins. A join view holds, for each source, every row of its table that
-// satisfies that source's constraints (vs.rows: its own, and those the ON
+// satisfies that source's constraints (vs.j.rows: its own, and those the ON
 // equalities carry to it, see query.Source.Constraints), indexed by the
-// source's join columns (vs.byJoin: the columns its ON equalities compare
+// source's join columns (vs.j.byJoin: the columns its ON equalities compare
 // with earlier sources) and, for each column a later source joins on, by
-// that column (vs.byCol). The result is kept as entries indexed by root row
+// that column (vs.j.byCol). The result is kept as entries indexed by root row
 // (byRoot) and by the rows of each source they contain (bySrc).
 //
 // A transaction touching rows of any source marks root rows to recompute:
@@ -38,7 +38,7 @@ import (
 //
 // A NOT IN (subquery) is an anti-joined source (query.JoinAnti), held the
 // same way plus the keys of its rows whose output column is NULL
-// (vs.nulls): enumeration goes on past it when it holds no row, or when
+// (vs.j.nulls): enumeration goes on past it when it holds no row, or when
 // the parent's value is not NULL, matches none and no row is NULL
 // (antiKeeps). Its emptiness and its NULLs decide every root at once, so
 // a transaction that changes either recomputes them all.
@@ -83,7 +83,7 @@ func (s *state) initJoin(v *view) {
 	for i, vs := range v.srcs {
 		js.bySrc[i] = make(map[string]map[string]*entry)
 		js.touched[i] = make(map[string][]any)
-		vs.byCol = make(map[int]map[string]map[string]*heldRow)
+		vs.j.byCol = make(map[int]map[string]map[string]*heldRow)
 		for _, c := range vs.src.Constraints {
 			pred := srcPred{col: vs.col[c.Column], oid: vs.src.Columns[c.Column].TypeOID, c: c, keys: map[string]bool{}}
 			for _, x := range c.Values {
@@ -99,7 +99,7 @@ func (s *state) initJoin(v *view) {
 	}
 	for i, vs := range v.srcs {
 		for _, c := range js.joinCols[i] {
-			vs.byCol[c] = make(map[string]map[string]*heldRow)
+			vs.j.byCol[c] = make(map[string]map[string]*heldRow)
 		}
 	}
 	v.js = js
@@ -239,16 +239,16 @@ func delIdx(m map[string]map[string]*heldRow, k, pk string) {
 
 // hold makes h (key pk) a row of source vs, indexed.
 func (v *view) hold(vs *viewSource, pk string, h *heldRow) {
-	vs.rows[pk] = h
+	vs.j.rows[pk] = h
 	vals := h.values()
 	if len(vs.src.On) > 0 {
 		if k, ok := joinKey(vs, vals); ok {
-			addIdx(vs.byJoin, k, pk, h)
+			addIdx(vs.j.byJoin, k, pk, h)
 		} else if vs.src.Join == query.JoinAnti {
-			vs.nulls[pk] = true
+			vs.j.nulls[pk] = true
 		}
 	}
-	for c, m := range vs.byCol {
+	for c, m := range vs.j.byCol {
 		if k, ok := colKey(vs, c, vals); ok {
 			addIdx(m, k, pk, h)
 		}
@@ -257,15 +257,15 @@ func (v *view) hold(vs *viewSource, pk string, h *heldRow) {
 
 // unhold removes row pk (whose indexed values were vals) from source vs.
 func (v *view) unhold(vs *viewSource, pk string, vals []any) {
-	delete(vs.rows, pk)
+	delete(vs.j.rows, pk)
 	if len(vs.src.On) > 0 {
 		if k, ok := joinKey(vs, vals); ok {
-			delIdx(vs.byJoin, k, pk)
+			delIdx(vs.j.byJoin, k, pk)
 		} else if vs.src.Join == query.JoinAnti {
-			delete(vs.nulls, pk)
+			delete(vs.j.nulls, pk)
 		}
 	}
-	for c, m := range vs.byCol {
+	for c, m := range vs.j.byCol {
 		if k, ok := colKey(vs, c, vals); ok {
 			delIdx(m, k, pk)
 		}
@@ -312,7 +312,7 @@ func (v *view) enumerate(rootKey string, root *heldRow, budget *int) (_ []*entry
 			// IN (subquery): the row goes on, once, while at least one
 			// held row of the subquery's table matches (byJoin holds
 			// them per join value: their count is the set's size).
-			if k, ok := parentKey(v, vs, q); ok && len(vs.byJoin[k]) > 0 {
+			if k, ok := parentKey(v, vs, q); ok && len(vs.j.byJoin[k]) > 0 {
 				rows[i], q[i], keys[i] = nil, nil, ""
 				rec(i + 1)
 			}
@@ -327,7 +327,7 @@ func (v *view) enumerate(rootKey string, root *heldRow, budget *int) (_ []*entry
 		}
 		found := false
 		if k, ok := parentKey(v, vs, q); ok {
-			m := vs.byJoin[k]
+			m := vs.j.byJoin[k]
 			pks := slices.Sorted(maps.Keys(m))
 			for _, pk := range pks {
 				h := m[pk]
@@ -375,7 +375,7 @@ func (v *view) subquerySets(s *state, js *joinState) map[setKey]bool {
 			if k, ok := joinKey(vs, vals); ok {
 				sk := setKey{i, k}
 				if _, seen := sets[sk]; !seen {
-					sets[sk] = len(vs.byJoin[k]) > 0
+					sets[sk] = len(vs.j.byJoin[k]) > 0
 				}
 			}
 		}
@@ -396,14 +396,14 @@ func (v *view) subquerySets(s *state, js *joinState) map[setKey]bool {
 // NULL on the left included); otherwise false for a NULL on the left, a
 // matching row, or any row with a NULL output (NULL or false: never true).
 func antiKeeps(v *view, vs *viewSource, q query.Row) bool {
-	if len(vs.rows) == 0 {
+	if len(vs.j.rows) == 0 {
 		return true
 	}
-	if len(vs.nulls) > 0 {
+	if len(vs.j.nulls) > 0 {
 		return false
 	}
 	k, ok := parentKey(v, vs, q)
-	return ok && len(vs.byJoin[k]) == 0
+	return ok && len(vs.j.byJoin[k]) == 0
 }
 
 // antiState is what every row of the outer query depends on in a NOT IN
@@ -414,7 +414,7 @@ func antiStates(v *view) []antiState {
 	var out []antiState
 	for _, vs := range v.srcs {
 		if vs.src.Join == query.JoinAnti {
-			out = append(out, antiState{len(vs.rows) == 0, len(vs.nulls) > 0})
+			out = append(out, antiState{len(vs.j.rows) == 0, len(vs.j.nulls) > 0})
 		}
 	}
 	return out
@@ -468,7 +468,7 @@ func (v *view) rootsOf(i int, pk string, vals []any, roots map[string]struct{}, 
 	}
 	parent := v.srcs[on.Other]
 	k := string(query.AppendKey(nil, parent.src.Columns[on.OtherColumn].TypeOID, x))
-	for ppk, h := range parent.byCol[on.OtherColumn][k] {
+	for ppk, h := range parent.j.byCol[on.OtherColumn][k] {
 		v.rootsOf(on.Other, ppk, h.values(), roots, depth+1)
 	}
 }
@@ -534,7 +534,7 @@ func (s *state) touchJoin(vs *viewSource, keys ...string) {
 			continue
 		}
 		var old []any
-		if h := vs.rows[k]; h != nil {
+		if h := vs.j.rows[k]; h != nil {
 			old = h.values()
 		}
 		t[k] = old
@@ -544,7 +544,7 @@ func (s *state) touchJoin(vs *viewSource, keys ...string) {
 // truncateJoin touches every row a join source holds: a TRUNCATE of its
 // table deletes them all.
 func (s *state) truncateJoin(vs *viewSource) {
-	for k := range vs.rows {
+	for k := range vs.j.rows {
 		s.touchJoin(vs, k)
 	}
 }
@@ -582,7 +582,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 					after = nil
 				}
 			}
-			if held := vs.rows[k]; held != nil {
+			if held := vs.j.rows[k]; held != nil {
 				v.unhold(vs, k, old)
 				if old == nil {
 					v.unhold(vs, k, held.values())
@@ -604,9 +604,9 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 	// no ticket).
 	for _, sk := range slices.SortedFunc(maps.Keys(sets), cmpSetKey) {
 		vs := v.srcs[sk.src]
-		if len(vs.byJoin[sk.key]) > 0 != sets[sk] {
+		if len(vs.j.byJoin[sk.key]) > 0 != sets[sk] {
 			on := vs.src.On[0]
-			for ppk, h := range v.srcs[on.Other].byCol[on.OtherColumn][sk.key] {
+			for ppk, h := range v.srcs[on.Other].j.byCol[on.OtherColumn][sk.key] {
 				v.rootsOf(on.Other, ppk, h.values(), roots, 1)
 			}
 		}
@@ -614,7 +614,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 	if !slices.Equal(antiBefore, antiStates(v)) {
 		// A NOT IN (subquery) became empty or not, or got or lost its
 		// NULLs: every row of the outer query may come or go.
-		for rk := range v.srcs[0].rows {
+		for rk := range v.srcs[0].j.rows {
 			roots[rk] = struct{}{}
 		}
 		for rk := range js.byRoot {
@@ -641,7 +641,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 			}
 		}
 		var news []*entry
-		if root := v.srcs[0].rows[rk]; root != nil {
+		if root := v.srcs[0].j.rows[rk]; root != nil {
 			var ok bool
 			if news, ok = v.enumerate(rk, root, budget); !ok {
 				s.overJoinBudget(v)
@@ -873,14 +873,14 @@ func (s *state) landJoin(v *view) {
 	old := v.resultSet
 	wasRefilling := v.status == viewRefilling
 	for i, vs := range v.srcs {
-		for k, h := range vs.rows {
+		for k, h := range vs.j.rows {
 			s.release(vs.t, k, h, vs)
 		}
-		vs.rows = make(map[string]*heldRow)
-		vs.byJoin = make(map[string]map[string]*heldRow)
-		vs.nulls = make(map[string]bool)
-		for c := range vs.byCol {
-			vs.byCol[c] = make(map[string]map[string]*heldRow)
+		vs.j.rows = make(map[string]*heldRow)
+		vs.j.byJoin = make(map[string]map[string]*heldRow)
+		vs.j.nulls = make(map[string]bool)
+		for c := range vs.j.byCol {
+			vs.j.byCol[c] = make(map[string]map[string]*heldRow)
 		}
 		js.bySrc[i] = make(map[string]map[string]*entry)
 	}
@@ -903,8 +903,8 @@ func (s *state) landJoin(v *view) {
 		}
 	}
 	budget := s.joinBudget()
-	for _, rk := range slices.Sorted(maps.Keys(v.srcs[0].rows)) {
-		es, ok := v.enumerate(rk, v.srcs[0].rows[rk], budget)
+	for _, rk := range slices.Sorted(maps.Keys(v.srcs[0].j.rows)) {
+		es, ok := v.enumerate(rk, v.srcs[0].j.rows[rk], budget)
 		if !ok {
 			s.overJoinBudget(v)
 			return

@@ -129,7 +129,9 @@ func (s *state) landRead(r *read) {
 	plain := v.clk == nil && !rs.window
 	var readRows map[string]rowVals
 	if plain {
-		rs.result = make(map[string]*entry, n)
+		if n > 0 { // else made by the first row (newResultSet)
+			rs.result = make(map[string]*entry, n)
+		}
 	} else {
 		readRows = make(map[string]rowVals, n)
 	}
@@ -143,6 +145,9 @@ func (s *state) landRead(r *read) {
 			// One map operation: a key read twice keeps its last row,
 			// as remove and insert would.
 			h := &heldRow{rowVals: rv}
+			if rs.result == nil {
+				rs.result = make(map[string]*entry)
+			}
 			rs.result[k] = h.entry(k)
 			return
 		}
@@ -192,7 +197,7 @@ func (s *state) landRead(r *read) {
 	// The read's last row bounds what a window knows: it was cut there.
 	rs.complete = complete
 	if !rs.complete && len(rs.list) > 0 {
-		rs.bound = rs.list[len(rs.list)-1].enteredRow()
+		rs.bound = boundAt(rs.list[len(rs.list)-1])
 	}
 	readRow := func(k string) []any { return readRows[k].values() }
 	if plain {
@@ -206,7 +211,7 @@ func (s *state) landRead(r *read) {
 	ok := s.replayTable(r, tb, readRow, func() {
 		clear(readRows)
 		clear(pend)
-		rs.result = make(map[string]*entry)
+		rs.result = nil
 		rs.list = nil
 		rs.complete, rs.bound = true, nil
 	}, func(oldKey, newKey string, newVals []any) bool {

@@ -14,7 +14,7 @@ type state struct {
 	// transaction at or below it is a duplicate.
 	applied change.LSN
 
-	views map[string]*view // by plan.Key
+	views map[query.PlanKey]*view // by plan.Key
 	// The clock (core_clock.go): the database's now() at clockLSN, the
 	// position of the Clock call that set it; clocked are the views whose
 	// query depends on it.
@@ -25,6 +25,13 @@ type state struct {
 	subs       map[SubID]*sub
 	tables     map[uint32]*table
 	nextViewID uint64
+	// colSets interns view sources' layout positions (viewSource.col):
+	// the views of one shape read the same slots, so they share one
+	// slice (never written to once made). Keyed by the positions'
+	// varints; forgotten all at once past maxColSets.
+	colSets map[string][]int
+	colKey  []byte // scratch for colSets' key
+	colBuf  []int  // scratch for a view source's positions
 
 	// reads asked for and not landed; txnLog holds, while any is
 	// pending, the committed transactions since the oldest of them was
@@ -114,7 +121,7 @@ type overlayRow struct {
 func newState(opts CoreOptions) *state {
 	s := &state{
 		opts:    opts,
-		views:   make(map[string]*view),
+		views:   make(map[query.PlanKey]*view),
 		clocked: make(map[*view]struct{}),
 		subs:    make(map[SubID]*sub),
 		tables:  make(map[uint32]*table),

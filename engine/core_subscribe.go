@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -62,16 +63,16 @@ func (s *state) newView(plan *query.Plan) (*view, string) {
 			tb = newTable(src.Table)
 			s.tables[src.Table.OID] = tb
 		}
-		vs := &viewSource{v: v, idx: i, src: src, t: tb, col: make([]int, len(src.Columns))}
+		col := s.colBuf[:0]
 		for j := range src.Columns {
 			slot := tb.columnFor(&src.Columns[j])
-			vs.col[j] = slot
+			col = append(col, slot)
 			tb.cols[slot].need++
 		}
+		s.colBuf = col
+		vs := &viewSource{v: v, idx: i, src: src, t: tb, col: s.sharedCols(col)}
 		if v.isJoin() {
-			vs.rows = make(map[string]*heldRow)
-			vs.byJoin = make(map[string]map[string]*heldRow)
-			vs.nulls = make(map[string]bool)
+			vs.j = &joinSource{rows: make(map[string]*heldRow), byJoin: make(map[string]map[string]*heldRow), nulls: make(map[string]bool)}
 		}
 		tb.srcs[vs] = struct{}{}
 		tb.route.add(vs)
@@ -84,6 +85,28 @@ func (s *state) newView(plan *query.Plan) (*view, string) {
 	v.status = viewHydrating
 	s.askRead(v)
 	return v, ""
+}
+
+// maxColSets bounds state.colSets.
+const maxColSets = 4096
+
+// sharedCols returns a slice holding col's values (col is scratch),
+// shared by every view source reading the same layout positions.
+func (s *state) sharedCols(col []int) []int {
+	k := s.colKey[:0]
+	for _, c := range col {
+		k = binary.AppendUvarint(k, uint64(c))
+	}
+	s.colKey = k
+	if shared, ok := s.colSets[string(k)]; ok {
+		return shared
+	}
+	if s.colSets == nil || len(s.colSets) >= maxColSets {
+		s.colSets = make(map[string][]int)
+	}
+	shared := slices.Clip(slices.Clone(col))
+	s.colSets[string(k)] = shared
+	return shared
 }
 
 // askRead asks for the reads a view needs to (re)build its result.
@@ -182,10 +205,12 @@ func (s *state) killView(v *view) {
 		for _, slot := range vs.col {
 			tb.cols[slot].need--
 		}
-		for k, h := range vs.rows {
-			s.release(tb, k, h, vs)
+		if vs.j != nil {
+			for k, h := range vs.j.rows {
+				s.release(tb, k, h, vs)
+			}
+			vs.j.rows, vs.j.byJoin, vs.j.nulls = nil, nil, nil
 		}
-		vs.rows, vs.byJoin, vs.nulls = nil, nil, nil
 		if len(tb.srcs) == 0 {
 			delete(s.tables, tb.oid)
 		}

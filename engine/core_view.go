@@ -40,12 +40,18 @@ type viewSource struct {
 	// the view source: a change reaching it twice touches it once.
 	touchedIn uint64
 	reg       registration // where the route has it
-	// rows holds, for a join view, every row of the table that satisfies
-	// the source's own constraints, by primary key (single-table views
-	// keep their rows in the view's result instead).
+	// j is what a join view's source holds; nil for single-table views
+	// (they keep their rows in the view's result).
+	j *joinSource
+}
+
+// joinSource is the part of a view source only join views need.
+type joinSource struct {
+	// rows holds every row of the table that satisfies the source's own
+	// constraints, by primary key.
 	rows map[string]*heldRow
 	// byJoin indexes rows by the encoding of the source's join columns
-	// (On[k].Column for each k), for joins.
+	// (On[k].Column for each k).
 	byJoin map[string]map[string]*heldRow
 	// nulls holds, for the table of a NOT IN (subquery), the keys of the
 	// rows whose output column is NULL (they make NOT IN never true).
@@ -107,6 +113,7 @@ type view struct {
 	srcs   []*viewSource
 	subs   []*sub
 	status viewStatus
+	dirty  bool  // per transaction (beside status: one word for both)
 	read   *read // the read being waited for
 	js     *joinState
 
@@ -118,7 +125,6 @@ type view struct {
 	clk *clockView
 
 	// per transaction
-	dirty     bool
 	evalErr   error      // a row raised: the view ends (core_evalerr.go)
 	touchedAt change.LSN // the last commit touchSubs told touch-mode subscribers of
 	// staleAt is, while the view re-reads its result (viewRefilling), the
@@ -133,8 +139,7 @@ type view struct {
 // row ties on ORDER BY with the row after the window.
 type shownResult struct {
 	resultSet
-	shown         []shownRow
-	shownTieAfter bool
+	shown []shownRow
 }
 
 // resultSet is a result: rows by key and, for ordered views, sorted by
@@ -143,20 +148,34 @@ type resultSet struct {
 	plan     *query.Plan
 	ordered  bool // ORDER BY or LIMIT/OFFSET: list is kept sorted
 	window   bool // LIMIT: list is cut at cap
-	cap      int  // OFFSET+LIMIT+margin, for windows
-	result   map[string]*entry
-	list     []*entry
 	complete bool // the result holds every row the query selects (windows)
+	// shownTieAfter is shownResult's: the last row shown ties on ORDER BY
+	// with the row after the window (kept here beside the other flags).
+	shownTieAfter bool
+	cap           int               // OFFSET+LIMIT+margin, for windows
+	result        map[string]*entry // nil until a row enters (most views of one shape hold few rows)
+	list          []*entry
 	// bound is, for a window that is not complete, the last row it is
 	// known to hold every row up to (the last row of its read, or where it
 	// was last cut): a row sorting after it may have others before it.
-	bound query.Row
+	// nil otherwise (a pointer: most views are never cut).
+	bound *query.Row
+}
+
+// boundAt is a window's bound at e (resultSet.bound); nil when e has no
+// row, as the bound was when it was a query.Row.
+func boundAt(e *entry) *query.Row {
+	r := e.enteredRow()
+	if r == nil {
+		return nil
+	}
+	return &r
 }
 
 // newResultSet returns an empty result for plan: ordered for ORDER BY,
 // LIMIT or OFFSET, a window cut at OFFSET+LIMIT+margin rows for LIMIT.
 func newResultSet(plan *query.Plan, margin int) resultSet {
-	rs := resultSet{plan: plan, result: make(map[string]*entry), complete: true}
+	rs := resultSet{plan: plan, complete: true} // result: made by the first insert
 	if !plan.Count && plan.Agg == nil {
 		rs.ordered = len(plan.Order) > 0 || plan.Limit >= 0 || plan.Offset > 0
 		rs.window = plan.Limit >= 0
@@ -256,11 +275,14 @@ func (rs *resultSet) covered() bool {
 // is not complete, a row sorting after the last held one is not known to be
 // within the first cap rows and is dropped; it returns whether e was kept.
 func (rs *resultSet) insert(e *entry) bool {
+	if rs.result == nil {
+		rs.result = make(map[string]*entry)
+	}
 	if !rs.ordered {
 		rs.result[e.key] = e
 		return true
 	}
-	if rs.window && !rs.complete && (rs.bound == nil || rs.plan.CompareWindow(e.enteredRow(), rs.bound) > 0) {
+	if rs.window && !rs.complete && (rs.bound == nil || rs.plan.CompareWindow(e.enteredRow(), *rs.bound) > 0) {
 		return false
 	}
 	i := sort.Search(len(rs.list), func(i int) bool { return rs.plan.CompareWindow(rs.list[i].enteredRow(), e.enteredRow()) > 0 })
@@ -301,7 +323,7 @@ func (rs *resultSet) trim() []*entry {
 	rs.list = rs.list[:rs.cap]
 	rs.complete = false
 	if rs.cap > 0 {
-		rs.bound = rs.list[rs.cap-1].enteredRow()
+		rs.bound = boundAt(rs.list[rs.cap-1])
 	}
 	return cut
 }

@@ -187,8 +187,8 @@ type Engine struct {
 	coreOpts    CoreOptions
 	gen         uint64
 	resets      int64
-	quarantined map[string]bool
-	quarantine  []string
+	quarantined map[query.PlanKey]bool
+	quarantine  []query.PlanKey
 }
 
 // freshSub is a subscription not accepted yet: its query, and how often it
@@ -210,13 +210,13 @@ const maxRecompiles = 3
 type command struct {
 	fn    func()
 	done  chan struct{}
-	blame string // the plan key the command is about, if any (step)
+	blame query.PlanKey // the plan key the command is about, if any (step)
 }
 
 // readResult is a finished read, handed back to the core goroutine.
 type readResult struct {
-	gen uint64 // of the core that asked for it
-	key string // its plan's key
+	gen uint64        // of the core that asked for it
+	key query.PlanKey // its plan's key
 	id  ReadID
 	res ReadResult
 }
@@ -250,7 +250,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e := &Engine{checkNow: make(chan struct{}, 1), cfg: cfg, log: cfg.Logger, pool: cfg.ReadPool, applied: newAppliedLog(),
 		events: make(chan received, 64), cmds: make(chan command), results: make(chan readResult),
 		queue: newReadQueue(), done: make(chan struct{}), sinks: make(map[SubID]Sink), fresh: make(map[SubID]*freshSub),
-		quarantined: make(map[string]bool)}
+		quarantined: make(map[query.PlanKey]bool)}
 	if e.pool == nil {
 		pcfg, err := pgxpool.ParseConfig(cfg.ReadDSN)
 		if err != nil {
@@ -403,10 +403,10 @@ func (e *Engine) Close() error {
 }
 
 // do runs fn on the core goroutine and waits for it.
-func (e *Engine) do(ctx context.Context, fn func()) error { return e.doFor(ctx, "", fn) }
+func (e *Engine) do(ctx context.Context, fn func()) error { return e.doFor(ctx, query.PlanKey{}, fn) }
 
 // doFor is do for a command about the plan key blame (step).
-func (e *Engine) doFor(ctx context.Context, blame string, fn func()) error {
+func (e *Engine) doFor(ctx context.Context, blame query.PlanKey, fn func()) error {
 	c := command{fn: fn, done: make(chan struct{}), blame: blame}
 	select {
 	case e.cmds <- c:
@@ -471,7 +471,7 @@ func (e *Engine) run() {
 		select {
 		case ev := <-e.events:
 			e.received = ev.at
-			e.step("apply", "", func() { e.apply(ev.ev) })
+			e.step("apply", query.PlanKey{}, func() { e.apply(ev.ev) })
 			e.received = time.Time{}
 		case c := <-e.cmds:
 			e.step("command", c.blame, func() {

@@ -29,26 +29,26 @@ const maxQuarantined = 1024
 
 // step runs one event's work on the core goroutine, then hands its outputs
 // out. blame is the plan key the work concerns (a Subscribe, a read
-// landing), "" when the work is not one query's (a transaction). A panic
+// landing), the zero key when the work is not one query's (a transaction). A panic
 // in either part resets the core.
-func (e *Engine) step(what, blame string, fn func()) {
+func (e *Engine) step(what string, blame query.PlanKey, fn func()) {
 	defer func() {
 		if p := recover(); p != nil {
 			e.corePanicked(what, blame, p, debug.Stack())
 		}
 	}()
 	fn()
-	blame = "" // handing out outputs is no one query's work
+	blame = query.PlanKey{} // handing out outputs is no one query's work
 	e.flush()
 }
 
 // corePanicked ends every subscription and replaces the core by an empty
 // one at the engine's position (see above). It runs on the core goroutine.
-func (e *Engine) corePanicked(what, blame string, p any, stack []byte) {
+func (e *Engine) corePanicked(what string, blame query.PlanKey, p any, stack []byte) {
 	e.resets++
 	e.log.Error("engine core panicked: every subscription ends (code internal, retryable) and the core starts again empty",
 		"during", what, "panic", fmt.Sprint(p), "resets", e.resets, "stack", string(stack))
-	if blame != "" && !e.quarantined[blame] {
+	if blame != (query.PlanKey{}) && !e.quarantined[blame] {
 		e.quarantined[blame] = true
 		e.quarantine = append(e.quarantine, blame)
 		if len(e.quarantine) > maxQuarantined {

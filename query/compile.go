@@ -506,22 +506,14 @@ func (c *compiler) finish(p *Plan) error {
 		// a bug in it, and the plan could not be rendered.
 		return fmt.Errorf("compile query: deparse: %w", err)
 	}
-	var key strings.Builder
-	key.WriteString(normalized)
-	var kb []byte
-	for i, v := range c.params {
-		kb = kb[:0]
-		kb = append(kb, 0)
-		kb = strconv.AppendUint(kb, uint64(c.paramOIDs[i]), 10)
-		kb = append(kb, ':')
-		kb = AppendKey(kb, c.paramOIDs[i], v)
-		key.Write(kb)
-	}
-	// The tables by OID and shape as compiled: a table dropped and made
-	// again under the same name, or whose columns changed, is another
-	// query (a view of the old one must not serve it).
+	// The shape: the statement, then the tables by OID and shape as
+	// compiled: a table dropped and made again under the same name, or
+	// whose columns changed, is another query (a view of the old one must
+	// not serve it). Plans of one shape share its interned text; what a
+	// plan holds alone is its binds' encoding.
+	kb := []byte(normalized)
 	for _, s := range c.sources {
-		kb = append(kb[:0], 0)
+		kb = append(kb, 0)
 		kb = strconv.AppendUint(kb, uint64(s.Table.OID), 10)
 		for j, col := range s.Columns {
 			kb = append(kb, ',')
@@ -535,11 +527,21 @@ func (c *compiler) finish(p *Plan) error {
 			kb = append(kb, '@')
 			kb = strconv.AppendInt(kb, int64(col.AttNum), 10)
 		}
-		key.Write(kb)
 	}
-	p.Key = key.String()
-	// Normalized shares Key's bytes (Key begins with it).
-	p.Normalized = p.Key[:len(normalized)]
+	shape := string(kb)
+	if len(c.params) > 0 {
+		shape = shareText(shape) // the same for every bind
+	}
+	kb = kb[:0]
+	for i, v := range c.params {
+		kb = append(kb, 0)
+		kb = strconv.AppendUint(kb, uint64(c.paramOIDs[i]), 10)
+		kb = append(kb, ':')
+		kb = AppendKey(kb, c.paramOIDs[i], v)
+	}
+	p.Key = PlanKey{shape: shape, binds: string(kb)}
+	// Normalized shares the shape's bytes (the shape begins with it).
+	p.Normalized = shape[:len(normalized)]
 	return nil
 }
 

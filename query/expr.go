@@ -158,23 +158,27 @@ func (o *operand) value(row Row, fam family) any {
 
 // expr is a compiled predicate.
 type expr struct {
+	// The small fields first, in one word and a half (a filter's nodes are
+	// held by every plan: plans of one shape with distinct binds each
+	// have their own).
 	op     exprOp
-	args   []*expr
-	l, r   operand
 	fam    family // the family l and r (or l and the set) compare in
 	cmp    cmpOp
 	negate bool
 	any    bool // opAnyAll: ANY (else ALL)
 	test   boolTest
-	val    Tri                 // opConst
-	set    map[string]struct{} // opIn: keys of the non-NULL values
-	vals   []any               // opIn: the non-NULL values (for constraints); opAnyAll: elements (nil = NULL)
-	null   bool                // opIn: the list holds a NULL
-	like   *likeMatcher
+	val    Tri  // opConst
+	null   bool // opIn: the list holds a NULL
 	raises bool // evaluating it can raise: AND and OR evaluate every part
 	// opArray, opAnyArray: the operation and the arrays' element type.
 	arr     arrayKind
 	elemOID uint32
+
+	args []*expr
+	l, r operand
+	set  map[string]struct{} // opIn: keys of the non-NULL values
+	vals []any               // opIn: the non-NULL values (for constraints); opAnyAll: elements (nil = NULL)
+	like *likeMatcher
 }
 
 // markRaises sets raises on e and the nodes under it and returns it.

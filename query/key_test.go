@@ -10,7 +10,7 @@ import (
 func TestKeySharing(t *testing.T) {
 	opts := DefaultOptions()
 	opts.Catalog = snapshotCatalog(t)
-	key := func(sql string, binds ...Bind) string {
+	key := func(sql string, binds ...Bind) PlanKey {
 		t.Helper()
 		p, r, err := Compile(context.Background(), sql, binds, opts)
 		if err != nil || r != nil {

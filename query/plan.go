@@ -113,9 +113,8 @@ type Plan struct {
 	Normalized string
 	// Key identifies the query with its binds: equal Keys mean the same
 	// result at every position, so subscriptions with equal Keys can
-	// share one view. It is Normalized followed by a canonical encoding of
-	// each decoded bind.
-	Key string
+	// share one view.
+	Key PlanKey
 
 	// Binds are the binds as given; Params their decoded values, with the
 	// OID each was resolved to (ParamOIDs) when the given OID was 0.
@@ -146,7 +145,8 @@ type Plan struct {
 	// not apply to what is counted (PostgreSQL applies them to the single
 	// aggregate row; LIMIT 0 or OFFSET >= 1 make the result empty, which
 	// Limit and Offset still say).
-	Count bool
+	Count  bool
+	raises bool // some expression can raise (Raises); beside Count: one word for both
 
 	// Agg is set for a query that aggregates otherwise (GROUP BY,
 	// HAVING, aggregates beside each other or with arguments): the rows
@@ -162,8 +162,22 @@ type Plan struct {
 	Clock []ClockBound
 
 	filter *expr // nil: no WHERE
-	raises bool  // some expression can raise (Raises)
 }
+
+// PlanKey identifies a query with its binds (Plan.Key); compare keys
+// with ==. It is the shape (Normalized followed by the tables' OIDs and
+// column shapes as compiled) and a canonical encoding of each decoded
+// bind. Plans of one shape with binds share the shape's text (query/shape.go),
+// so what such a plan holds alone is its binds' encoding. The zero PlanKey
+// is no plan's.
+type PlanKey struct {
+	shape string
+	binds string
+}
+
+// String is the key's text: the shape, then the binds' encoding (not
+// printable: it separates values by zero bytes).
+func (k PlanKey) String() string { return k.shape + k.binds }
 
 // JoinKind says how a source is joined.
 type JoinKind uint8
@@ -217,17 +231,9 @@ type Source struct {
 	// Options.SearchPath, and a table of that name made since in a schema
 	// earlier on the path is what the name means now.
 	Qualified bool
-	// Columns are the columns the engine must hold for this source: the
-	// primary key's columns first (KeyN of them, in key order), then every
-	// other column the query refers to (filter, joins, order, output), in
-	// table order. A Row holds this source's values in this order.
-	Columns []Column
-	KeyN    int
-	// Join is how this source is joined to earlier sources, On the column
-	// equalities that join it (all must hold; each links a column of this
-	// source to a column of an earlier one).
+	// Join is how this source is joined to earlier sources (On, below,
+	// the column equalities that join it).
 	Join JoinKind
-	On   []JoinKey
 	// Nullable is set when this source can be null-extended in a result
 	// row: it is LEFT JOINed. (An INNER JOIN on a column of a nullable
 	// source drops the rows where that source is null-extended, since NULL
@@ -238,6 +244,20 @@ type Source struct {
 	// (PostgreSQL expands * when it plans), so the query must be compiled
 	// again. Otherwise a column not in Columns does not matter to the plan.
 	Star bool
+	// (The four fields above share one word of the struct: a plan holds a
+	// Source per table, and plans of one shape with distinct binds each
+	// hold their own.)
+
+	// Columns are the columns the engine must hold for this source: the
+	// primary key's columns first (KeyN of them, in key order), then every
+	// other column the query refers to (filter, joins, order, output), in
+	// table order. A Row holds this source's values in this order.
+	Columns []Column
+	KeyN    int
+	// On are the column equalities that join this source (Join): all
+	// must hold; each links a column of this source to a column of an
+	// earlier one.
+	On []JoinKey
 	// Constraints hold for every row of this table that can affect the
 	// result (all of them at once); empty means unconstrained. They are
 	// derived from the WHERE clause only where that is safe: a column

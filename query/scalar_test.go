@@ -30,7 +30,7 @@ func TestArrayBindKeys(t *testing.T) {
 	_, cat := testDB(t)
 	opts := DefaultOptions()
 	opts.Catalog = cat
-	key := func(arr string) string {
+	key := func(arr string) PlanKey {
 		p, r, err := Compile(context.Background(), "SELECT id FROM users WHERE tags @> $1 AND age = ANY($2::int[])",
 			[]Bind{{OID: 1009, Data: []byte(arr)}, {Data: []byte("{1,2}")}}, opts)
 		if err != nil || r != nil {

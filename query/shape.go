@@ -16,6 +16,7 @@ var shapes struct {
 	sync.Mutex
 	outputs map[string][]Output
 	orders  map[string][]OrderKey
+	texts   map[string]string // PlanKey shapes (Normalized is their prefix)
 }
 
 const maxShapes = 4096
@@ -72,4 +73,21 @@ func share[T any](table *map[string][]T, key []byte, o []T) []T {
 	o = o[:len(o):len(o)]
 	(*table)[string(key)] = o
 	return o
+}
+
+// shareText returns a string equal to t, shared with other plans: the
+// shape of a PlanKey, which plans of one query with distinct binds hold
+// alike. Keys compare by content, so sharing saves memory and changes
+// nothing else.
+func shareText(t string) string {
+	shapes.Lock()
+	defer shapes.Unlock()
+	if s, ok := shapes.texts[t]; ok {
+		return s
+	}
+	if shapes.texts == nil || len(shapes.texts) >= maxShapes {
+		shapes.texts = make(map[string]string)
+	}
+	shapes.texts[t] = t
+	return t
 }
