@@ -47,3 +47,27 @@ func TestRecycleOutputs(t *testing.T) {
 		t.Errorf("allocations per transaction: %.0f with 1,000 subscribers of the view, %.0f with one: the outputs' array is not reused", many, one)
 	}
 }
+
+// TestRecycleOutputsBounded holds the array the core keeps for the next
+// outputs to maxRecycledOutputs: a transaction that reached more
+// subscriptions hands its array to the collector, neither ready nor
+// Recycle keeping it.
+func TestRecycleOutputsBounded(t *testing.T) {
+	bc := newBenchCore(t)
+	plan := bc.compile(t, "SELECT * FROM items WHERE price = 1")
+	n := maxRecycledOutputs + 1
+	plans := make([]*query.Plan, n)
+	for i := range plans {
+		plans[i] = plan
+	}
+	bc.subscribe(t, plans)
+	bc.txn([]change.Change{{Op: change.OpInsert, Rel: bc.rel, New: bc.row(1, 1)}})
+	rd := bc.core.Ready()
+	if len(rd.Outputs) < n {
+		t.Fatalf("outputs = %d, want at least %d", len(rd.Outputs), n)
+	}
+	bc.core.Recycle(rd)
+	if c := cap(bc.core.st.out.Outputs); c > maxRecycledOutputs {
+		t.Errorf("the core keeps an array of %d outputs after a transaction to %d subscriptions; want at most %d", c, n, maxRecycledOutputs)
+	}
+}

@@ -141,12 +141,18 @@ func (s *state) ready() Ready {
 	if n := len(s.handed); n > len(r.Outputs) {
 		clear(s.handed[len(r.Outputs):n])
 	}
+	if cap(r.Outputs) > maxRecycledOutputs {
+		// One transaction reached that many subscriptions: its array
+		// goes to the collector rather than staying for good.
+		s.handed, s.out = nil, Ready{}
+		return r
+	}
 	s.handed = r.Outputs
 	s.out = Ready{Outputs: r.Outputs[:0]}
 	return r
 }
 
-// maxRecycledOutputs bounds the array Recycle keeps (an Output is about
+// maxRecycledOutputs bounds the array ready and Recycle keep (an Output is about
 // 300 bytes: 16,384 of them hold about 5 MB), so one transaction that
 // reached a million subscriptions does not keep its array for good.
 const maxRecycledOutputs = 1 << 14
