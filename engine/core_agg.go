@@ -62,7 +62,7 @@ func newAggView(plan *query.Plan) *aggView {
 	a := &aggView{g: g, groups: make(map[string]*group),
 		keys: make([]any, len(g.KeyOIDs)), args: make([]any, len(g.Aggs))}
 	post := g.Post
-	a.out.resultSet = resultSet{plan: post, result: make(map[string]*entry), complete: true}
+	a.out.resultSet = resultSet{plan: post, complete: true}
 	a.out.ordered = len(post.Order) > 0 || post.Limit >= 0 || post.Offset > 0
 	if !g.Grouped() {
 		a.group("", nil) // the one group, present with no row
@@ -210,13 +210,10 @@ func (v *view) rebuildAgg() delta {
 	if old != nil {
 		a.out.shown, a.out.shownTieAfter = old.out.shown, old.out.shownTieAfter
 	}
-	keys := make([]string, 0, len(v.result))
-	for k := range v.result {
-		keys = append(keys, k)
-	}
+	keys := v.result.keys()
 	slices.Sort(keys)
 	for _, k := range keys {
-		v.aggRow(k, v.queryRow(v.result[k]), 1)
+		v.aggRow(k, v.queryRow(v.result.get(k)), 1)
 	}
 	if old != nil && !a.out.ordered {
 		// What subscribers hold: the old groups' projections; a group

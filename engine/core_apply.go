@@ -66,7 +66,7 @@ func (s *state) current(tb *table, key string) []any {
 	if changed := s.overlay[rowRef{tb.oid, key}]; changed != nil {
 		return changed.after
 	}
-	if h := tb.rows[key]; h != nil {
+	if h := tb.held(key); h != nil {
 		return h.values()
 	}
 	return nil
@@ -87,7 +87,7 @@ func (s *state) setOverlay(tb *table, key string, after []any) {
 		} else {
 			changed = &overlayRow{tb: tb, key: key}
 		}
-		if h := tb.rows[key]; h != nil {
+		if h := tb.held(key); h != nil {
 			changed.before = h.rowVals
 		}
 		s.overlay[k] = changed
@@ -168,7 +168,7 @@ func (s *state) rowChange(tb *table, ch *change.Change) {
 		if k == "" {
 			continue
 		}
-		if h := tb.rows[k]; h != nil {
+		if h := tb.held(k); h != nil {
 			for _, vs := range h.holders {
 				visit(vs)
 			}
@@ -279,8 +279,8 @@ func fillUnchanged(vals []any, ch *change.Change, m []int, cur []any) {
 
 // truncate empties a table within the transaction.
 func (s *state) truncate(tb *table) {
-	for k := range tb.rows {
-		s.setOverlay(tb, k, nil)
+	for e := range tb.rows.all() {
+		s.setOverlay(tb, e.key, nil)
 	}
 	for _, changed := range s.overlayRows {
 		if changed.tb == tb {
@@ -303,8 +303,8 @@ func (s *state) truncate(tb *table) {
 			s.truncateJoin(vs)
 			continue
 		}
-		for k := range v.result {
-			v.touchKey(k)
+		for e := range v.result.all() {
+			v.touchKey(e.key)
 		}
 		if v.clk != nil {
 			// Rows a bound has not let in yet go too: left pending,
@@ -323,7 +323,7 @@ func (s *state) truncate(tb *table) {
 func (s *state) finish(lsn change.LSN) {
 	// The held row objects take their new values.
 	for _, changed := range s.overlayRows {
-		h := changed.tb.rows[changed.key]
+		h := changed.tb.held(changed.key)
 		if h == nil {
 			h = &heldRow{}
 		}
@@ -354,11 +354,11 @@ func (s *state) finish(lsn change.LSN) {
 		h := changed.h
 		switch {
 		case changed.after == nil || len(h.holders) == 0:
-			if changed.tb.rows[changed.key] == h {
-				delete(changed.tb.rows, changed.key)
+			if changed.tb.held(changed.key) == h {
+				changed.tb.rows.remove(changed.key)
 			}
 		default:
-			changed.tb.rows[changed.key] = h
+			changed.tb.hold(changed.key, h)
 		}
 	}
 	s.recycleOverlay()
@@ -578,8 +578,8 @@ type settleNext struct {
 func (s *state) dropHold(vs *viewSource, key string, h *heldRow) {
 	h.dropHolder(vs)
 	if len(h.holders) == 0 {
-		if _, inTxn := s.overlay[rowRef{vs.t.oid, key}]; !inTxn && vs.t.rows[key] == h {
-			delete(vs.t.rows, key)
+		if _, inTxn := s.overlay[rowRef{vs.t.oid, key}]; !inTxn && vs.t.held(key) == h {
+			vs.t.rows.remove(key)
 		}
 	}
 }

@@ -128,7 +128,7 @@ func cell0(q query.Row, src, col int) any {
 
 // holds reports whether the view holds key (in its result or pending).
 func (v *view) holdsKey(key string) bool {
-	if _, ok := v.result[key]; ok {
+	if v.result.has(key) {
 		return true
 	}
 	_, ok := v.clk.pending[key]
@@ -144,8 +144,8 @@ func (v *view) rebuildTimes() {
 	if cv.thr == nil {
 		return
 	}
-	for k, e := range v.result {
-		v.pushTimes(k, query.Row{e.row.pick(v.srcs[0].col)})
+	for e := range v.result.all() {
+		v.pushTimes(e.key, query.Row{e.row.pick(v.srcs[0].col)})
 	}
 	for k, h := range cv.pending {
 		v.pushTimes(k, query.Row{h.pick(v.srcs[0].col)})
@@ -232,7 +232,7 @@ func (s *state) clockView(v *view, lsn change.LSN) {
 			continue // changed or gone since it was pushed
 		}
 		if s.overlay[rowRef{tb.oid, k}] == nil {
-			s.setOverlay(tb, k, tb.rows[k].values())
+			s.setOverlay(tb, k, tb.held(k).values())
 		}
 		v.touchKey(k)
 		if !v.dirty {
@@ -246,7 +246,7 @@ func (s *state) clockView(v *view, lsn change.LSN) {
 // transaction's (no row changed its values).
 func (s *state) settleClock(lsn change.LSN) {
 	for _, changed := range s.overlayRows {
-		changed.h = changed.tb.rows[changed.key]
+		changed.h = changed.tb.held(changed.key)
 	}
 	slices.SortFunc(s.dirty, func(a, b *view) int { return cmpU64(a.id, b.id) })
 	for _, v := range s.dirty {
@@ -255,8 +255,8 @@ func (s *state) settleClock(lsn change.LSN) {
 	}
 	s.dirty = s.dirty[:0]
 	for _, changed := range s.overlayRows {
-		if h := changed.h; h != nil && len(h.holders) == 0 && changed.tb.rows[changed.key] == h {
-			delete(changed.tb.rows, changed.key)
+		if h := changed.h; h != nil && len(h.holders) == 0 && changed.tb.held(changed.key) == h {
+			changed.tb.rows.remove(changed.key)
 		}
 	}
 	s.recycleOverlay()
@@ -266,7 +266,7 @@ func (s *state) settleClock(lsn change.LSN) {
 // trimTimes rebuilds a view's heaps when stale entries outnumber the rows.
 func (v *view) trimTimes() {
 	cv := v.clk
-	held := len(v.result) + len(cv.pending)
+	held := v.result.len() + len(cv.pending)
 	for i := range cv.heaps {
 		if len(cv.heaps[i]) > 2*held+1024 {
 			v.rebuildTimes()
@@ -284,10 +284,10 @@ func (s *state) internPending(v *view, pend map[string]rowVals) {
 	old := v.clk.pending
 	v.clk.pending = make(map[string]*heldRow, len(pend))
 	for k, rv := range pend {
-		h := tb.rows[k]
+		h := tb.held(k)
 		if h == nil {
 			h = &heldRow{rowVals: rv}
-			tb.rows[k] = h
+			tb.hold(k, h)
 		} else {
 			tb.mergeHeld(h, rv)
 		}

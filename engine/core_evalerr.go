@@ -35,7 +35,7 @@ func (v *view) checkRows(rs *resultSet) {
 	if !v.plan.Raises() || v.evalErr != nil {
 		return
 	}
-	for _, e := range rs.result {
+	for e := range rs.result.all() {
 		if err := v.plan.Check(v.queryRow(e)); err != nil {
 			v.evalErr = err
 			return

@@ -891,10 +891,10 @@ func (s *state) landJoin(v *view) {
 		tb := vs.t
 		for _, k := range slices.Sorted(maps.Keys(readRows[i])) {
 			vals := readRows[i][k]
-			h := tb.rows[k]
+			h := tb.held(k)
 			if h == nil {
 				h = &heldRow{rowVals: tb.encode(vals)}
-				tb.rows[k] = h
+				tb.hold(k, h)
 			} else {
 				tb.mergeHeld(h, tb.encode(vals))
 			}

@@ -129,9 +129,7 @@ func (s *state) landRead(r *read) {
 	plain := v.clk == nil && !rs.window
 	var readRows map[string]rowVals
 	if plain {
-		if n > 0 { // else made by the first row (newResultSet)
-			rs.result = make(map[string]*entry, n)
-		}
+		rs.result.reserve(n)
 	} else {
 		readRows = make(map[string]rowVals, n)
 	}
@@ -145,10 +143,7 @@ func (s *state) landRead(r *read) {
 			// One map operation: a key read twice keeps its last row,
 			// as remove and insert would.
 			h := &heldRow{rowVals: rv}
-			if rs.result == nil {
-				rs.result = make(map[string]*entry)
-			}
-			rs.result[k] = h.entry(k)
+			rs.result.put(h.entry(k))
 			return
 		}
 		if plain {
@@ -202,7 +197,7 @@ func (s *state) landRead(r *read) {
 	readRow := func(k string) []any { return readRows[k].values() }
 	if plain {
 		readRow = func(k string) []any {
-			if e := rs.result[k]; e != nil {
+			if e := rs.result.get(k); e != nil {
 				return e.row.values()
 			}
 			return nil
@@ -211,7 +206,7 @@ func (s *state) landRead(r *read) {
 	ok := s.replayTable(r, tb, readRow, func() {
 		clear(readRows)
 		clear(pend)
-		rs.result = nil
+		rs.result = entrySet{}
 		rs.list = nil
 		rs.complete, rs.bound = true, nil
 	}, func(oldKey, newKey string, newVals []any) bool {
@@ -327,14 +322,14 @@ func (v *view) landedDelta(old *resultSet) delta {
 	// shared held rows, which the transactions since its read changed in
 	// place: every row is sent again.
 	for _, e := range v.entries() {
-		if oe := old.result[e.key]; v.isJoin() && oe != nil && sameValues(v.plan.Project(oe.enteredRow()), v.plan.Project(e.enteredRow())) {
+		if oe := old.result.get(e.key); v.isJoin() && oe != nil && sameValues(v.plan.Project(oe.enteredRow()), v.plan.Project(e.enteredRow())) {
 			continue
 		}
 		d.rows = append(d.rows, v.resultRow(e))
 	}
-	for k := range old.result {
-		if v.result[k] == nil {
-			d.removed = append(d.removed, Key(k))
+	for oe := range old.result.all() {
+		if !v.result.has(oe.key) {
+			d.removed = append(d.removed, Key(oe.key))
 		}
 	}
 	slices.Sort(d.removed)

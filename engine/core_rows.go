@@ -24,10 +24,28 @@ func isUnloaded(v any) bool { _, ok := v.(unloaded); return ok }
 type heldRow struct {
 	rowVals
 	holders []*viewSource // one entry per view source holding the row
-	// ent is the result entry every single-table view without ORDER BY or
-	// LIMIT holds the row by: such an entry is only a key and the row,
-	// so one serves them all.
+	// ent is the row's key and the row: the table holds the row by it
+	// (table.rows), and so does every single-table view without ORDER BY
+	// or LIMIT (such an entry is only a key and the row, so one serves
+	// them all).
 	ent entry
+}
+
+// held returns the held row of key, or nil.
+func (tb *table) held(key string) *heldRow {
+	if e := tb.rows.get(key); e != nil {
+		return e.row
+	}
+	return nil
+}
+
+// hold makes h the held row of key.
+func (tb *table) hold(key string, h *heldRow) {
+	e := h.entry(key)
+	if e.key != key {
+		panic("engine: a held row moved to another key")
+	}
+	tb.rows.put(e)
 }
 
 // entry returns the row's shared plain entry (key is the row's key).
@@ -75,8 +93,8 @@ type table struct {
 	name   string
 	cols   []layoutCol
 	byName map[string]int
-	key    []int // layout positions of the primary key, in key order
-	rows   map[string]*heldRow
+	key    []int                    // layout positions of the primary key, in key order
+	rows   entrySet                 // held rows by key: each row's own entry (heldRow.ent)
 	srcs   map[*viewSource]struct{} // every view source reading the table
 	route  route
 	// relMaps caches, per relation shape seen in the stream, the layout
@@ -95,7 +113,6 @@ func newTable(t *query.Table) *table {
 		schema:  t.Schema,
 		name:    t.Name,
 		byName:  make(map[string]int),
-		rows:    make(map[string]*heldRow),
 		srcs:    make(map[*viewSource]struct{}),
 		relMaps: make(map[*change.Relation][]int),
 	}
@@ -287,8 +304,8 @@ func (tb *table) keyOf(vals []any) (string, bool) {
 		b = query.AppendKey(b, tb.cols[slot].typeOID, vals[slot])
 	}
 	tb.keyBuf = b
-	if h := tb.rows[string(b)]; h != nil && h.ent.row != nil {
-		return h.ent.key, true // a held row's key: no new string
+	if e := tb.rows.get(unsafe.String(unsafe.SliceData(b), len(b))); e != nil {
+		return e.key, true // a held row's key: no new string
 	}
 	return string(b), true
 }

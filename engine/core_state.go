@@ -171,7 +171,7 @@ func (s *state) recycle(outs []Output) {
 func (s *state) stats() Stats {
 	st := Stats{Views: len(s.views), Subs: len(s.subs), PendingReads: len(s.reads)}
 	for _, tb := range s.tables {
-		st.HeldRows += len(tb.rows)
+		st.HeldRows += tb.rows.len()
 	}
 	return st
 }

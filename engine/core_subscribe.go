@@ -222,8 +222,8 @@ func (s *state) killView(v *view) {
 // nothing holds it.
 func (s *state) release(tb *table, k string, h *heldRow, vs *viewSource) {
 	h.dropHolder(vs)
-	if len(h.holders) == 0 && tb.rows[k] == h {
-		delete(tb.rows, k)
+	if len(h.holders) == 0 && tb.held(k) == h {
+		tb.rows.remove(k)
 	}
 }
 
@@ -235,8 +235,8 @@ func (s *state) releaseResult(v *view, rs *resultSet) {
 		return
 	}
 	vs := v.srcs[0]
-	for k, e := range rs.result {
-		s.release(vs.t, k, e.row, vs)
+	for e := range rs.result.all() {
+		s.release(vs.t, e.key, e.row, vs)
 	}
 }
 
@@ -245,16 +245,17 @@ func (s *state) releaseResult(v *view, rs *resultSet) {
 func (s *state) intern(v *view, rs *resultSet) {
 	vs := v.srcs[0]
 	tb := vs.t
-	if len(tb.rows) == 0 && len(rs.result) > 64 {
+	if tb.rows.len() == 0 && rs.result.len() > 64 {
 		// The table's first rows: sized once, not grown by rehashing.
-		tb.rows = make(map[string]*heldRow, len(rs.result))
+		tb.rows.reserve(rs.result.len())
 	}
-	hs := holderSlab{left: len(rs.result)}
-	for k, e := range rs.result {
-		h := tb.rows[k]
+	hs := holderSlab{left: rs.result.len()}
+	for e := range rs.result.all() {
+		k := e.key
+		h := tb.held(k)
 		if h == nil {
 			h = e.row
-			tb.rows[k] = h
+			tb.hold(k, h)
 			if h.holders == nil {
 				h.holders = hs.one(vs)
 				continue
@@ -264,7 +265,7 @@ func (s *state) intern(v *view, rs *resultSet) {
 			if rs.ordered {
 				e.row = h
 			} else {
-				rs.result[k] = h.entry(k)
+				rs.result.put(h.entry(k))
 			}
 		}
 		h.addHolder(vs)

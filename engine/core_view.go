@@ -152,8 +152,8 @@ type resultSet struct {
 	// shownTieAfter is shownResult's: the last row shown ties on ORDER BY
 	// with the row after the window (kept here beside the other flags).
 	shownTieAfter bool
-	cap           int               // OFFSET+LIMIT+margin, for windows
-	result        map[string]*entry // nil until a row enters (most views of one shape hold few rows)
+	cap           int      // OFFSET+LIMIT+margin, for windows
+	result        entrySet // by key
 	list          []*entry
 	// bound is, for a window that is not complete, the last row it is
 	// known to hold every row up to (the last row of its read, or where it
@@ -175,7 +175,7 @@ func boundAt(e *entry) *query.Row {
 // newResultSet returns an empty result for plan: ordered for ORDER BY,
 // LIMIT or OFFSET, a window cut at OFFSET+LIMIT+margin rows for LIMIT.
 func newResultSet(plan *query.Plan, margin int) resultSet {
-	rs := resultSet{plan: plan, complete: true} // result: made by the first insert
+	rs := resultSet{plan: plan, complete: true}
 	if !plan.Count && plan.Agg == nil {
 		rs.ordered = len(plan.Order) > 0 || plan.Limit >= 0 || plan.Offset > 0
 		rs.window = plan.Limit >= 0
@@ -275,11 +275,8 @@ func (rs *resultSet) covered() bool {
 // is not complete, a row sorting after the last held one is not known to be
 // within the first cap rows and is dropped; it returns whether e was kept.
 func (rs *resultSet) insert(e *entry) bool {
-	if rs.result == nil {
-		rs.result = make(map[string]*entry)
-	}
 	if !rs.ordered {
-		rs.result[e.key] = e
+		rs.result.put(e)
 		return true
 	}
 	if rs.window && !rs.complete && (rs.bound == nil || rs.plan.CompareWindow(e.enteredRow(), *rs.bound) > 0) {
@@ -287,17 +284,16 @@ func (rs *resultSet) insert(e *entry) bool {
 	}
 	i := sort.Search(len(rs.list), func(i int) bool { return rs.plan.CompareWindow(rs.list[i].enteredRow(), e.enteredRow()) > 0 })
 	rs.list = slices.Insert(rs.list, i, e)
-	rs.result[e.key] = e
+	rs.result.put(e)
 	return true
 }
 
 // remove takes key out of the result and returns its entry.
 func (rs *resultSet) remove(key string) *entry {
-	e := rs.result[key]
+	e := rs.result.remove(key)
 	if e == nil {
 		return nil
 	}
-	delete(rs.result, key)
 	if rs.ordered {
 		i := sort.Search(len(rs.list), func(i int) bool { return rs.plan.CompareWindow(rs.list[i].enteredRow(), e.enteredRow()) >= 0 })
 		for ; i < len(rs.list); i++ {
@@ -317,7 +313,7 @@ func (rs *resultSet) trim() []*entry {
 	}
 	cut := slices.Clone(rs.list[rs.cap:])
 	for i := rs.cap; i < len(rs.list); i++ {
-		delete(rs.result, rs.list[i].key)
+		rs.result.remove(rs.list[i].key)
 		rs.list[i] = nil
 	}
 	rs.list = rs.list[:rs.cap]
@@ -334,14 +330,14 @@ func (rs *resultSet) entries() []*entry {
 	if rs.ordered {
 		return rs.visible()
 	}
-	return sortedByKey(rs.result)
+	return sortedByKey(&rs.result)
 }
 
 // sortedByKey returns m's entries in key order. Each is sorted with the
 // first sixteen bytes of its key beside it (an integer key is 9), compared before the keys: most
 // comparisons of a large result read no key, and the rest a key
 // found by a pointer in the slice rather than through the entry.
-func sortedByKey(m map[string]*entry) []*entry {
+func sortedByKey(m *entrySet) []*entry {
 	type keyed struct {
 		hi, lo uint64
 		key    string
@@ -357,9 +353,9 @@ func sortedByKey(m map[string]*entry) []*entry {
 		}
 		return p
 	}
-	ks := make([]keyed, 0, len(m))
-	for k, e := range m {
-		ks = append(ks, keyed{word(k, 0), word(k, 8), k, e})
+	ks := make([]keyed, 0, m.len())
+	for e := range m.all() {
+		ks = append(ks, keyed{word(e.key, 0), word(e.key, 8), e.key, e})
 	}
 	slices.SortFunc(ks, func(a, b keyed) int {
 		switch {
@@ -382,7 +378,7 @@ func sortedByKey(m map[string]*entry) []*entry {
 }
 
 // countN is the count of a COUNT(*) view.
-func (rs *resultSet) countN() int64 { return int64(len(rs.result)) }
+func (rs *resultSet) countN() int64 { return int64(rs.result.len()) }
 
 // countRows is the result of a COUNT(*) query: one row unless LIMIT 0 or
 // an OFFSET skips it.

@@ -38,7 +38,11 @@ func TestSortedByKey(t *testing.T) {
 	}
 	slices.Sort(want)
 	var got []string
-	for _, e := range sortedByKey(m) {
+	var set entrySet
+	for _, e := range m {
+		set.put(e)
+	}
+	for _, e := range sortedByKey(&set) {
 		got = append(got, e.key)
 	}
 	if !slices.Equal(got, want) {
