@@ -169,12 +169,20 @@ func (s *state) rowChange(tb *table, ch *change.Change) {
 			continue
 		}
 		if h := tb.held(k); h != nil {
-			for _, vs := range h.holders {
+			first, more := tb.holders(h)
+			if first != nil {
+				visit(first)
+			}
+			for _, vs := range more {
 				visit(vs)
 			}
 		}
 		if changed := s.overlay[rowRef{tb.oid, k}]; changed != nil && changed.h != nil {
-			for _, vs := range changed.h.holders {
+			first, more := tb.holders(changed.h)
+			if first != nil {
+				visit(first)
+			}
+			for _, vs := range more {
 				visit(vs)
 			}
 		}
@@ -353,9 +361,10 @@ func (s *state) finish(lsn change.LSN) {
 	for _, changed := range s.overlayRows {
 		h := changed.h
 		switch {
-		case changed.after == nil || len(h.holders) == 0:
+		case changed.after == nil || h.holder == nil:
 			if changed.tb.held(changed.key) == h {
 				changed.tb.rows.remove(changed.key)
+				changed.tb.forgetHolders(h)
 			}
 		default:
 			changed.tb.hold(changed.key, h)
@@ -494,12 +503,12 @@ func (s *state) settle(v *view, lsn change.LSN) {
 			if n.hold {
 				h := s.overlay[rowRef{tb.oid, n.key}].h
 				v.clk.pending[n.key] = h
-				h.addHolder(vs)
+				vs.t.addHolder(h, vs)
 			}
 		}
 		kept := n.e != nil && v.insert(n.e)
 		if kept {
-			n.e.row.addHolder(vs)
+			vs.t.addHolder(n.e.row, vs)
 		}
 		if v.agg != nil {
 			// The row leaves its group as it was before the
@@ -576,8 +585,8 @@ type settleNext struct {
 // dropHold releases vs's hold on h during a transaction (the row table
 // is cleaned up when the transaction is settled).
 func (s *state) dropHold(vs *viewSource, key string, h *heldRow) {
-	h.dropHolder(vs)
-	if len(h.holders) == 0 {
+	vs.t.dropHolder(h, vs)
+	if h.holder == nil {
 		if _, inTxn := s.overlay[rowRef{vs.t.oid, key}]; !inTxn && vs.t.held(key) == h {
 			vs.t.rows.remove(key)
 		}

@@ -255,7 +255,7 @@ func (s *state) settleClock(lsn change.LSN) {
 	}
 	s.dirty = s.dirty[:0]
 	for _, changed := range s.overlayRows {
-		if h := changed.h; h != nil && len(h.holders) == 0 && changed.tb.held(changed.key) == h {
+		if h := changed.h; h != nil && h.holder == nil && changed.tb.held(changed.key) == h {
 			changed.tb.rows.remove(changed.key)
 		}
 	}
@@ -291,7 +291,7 @@ func (s *state) internPending(v *view, pend map[string]rowVals) {
 		} else {
 			tb.mergeHeld(h, rv)
 		}
-		h.addHolder(vs)
+		vs.t.addHolder(h, vs)
 		v.clk.pending[k] = h
 	}
 	s.releasePending(v, old)

@@ -590,7 +590,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 				s.dropHold(vs, k, held)
 			}
 			if after != nil {
-				h.addHolder(vs)
+				vs.t.addHolder(h, vs)
 				v.hold(vs, k, h)
 				if !sub {
 					v.rootsOf(i, k, after, roots, 0)
@@ -898,7 +898,7 @@ func (s *state) landJoin(v *view) {
 			} else {
 				tb.mergeHeld(h, tb.encode(vals))
 			}
-			h.addHolder(vs)
+			vs.t.addHolder(h, vs)
 			v.hold(vs, k, h)
 		}
 	}

@@ -23,7 +23,10 @@ func isUnloaded(v any) bool { _, ok := v.(unloaded); return ok }
 // was.
 type heldRow struct {
 	rowVals
-	holders []*viewSource // one entry per view source holding the row
+	// holder is one view source holding the row (nil: none); the others
+	// are in the table's moreHolders, so a row one view holds costs one
+	// pointer for it and the row object is 64 bytes.
+	holder *viewSource
 	// ent is the row's key and the row: the table holds the row by it
 	// (table.rows), and so does every single-table view without ORDER BY
 	// or LIMIT (such an entry is only a key and the row, so one serves
@@ -56,17 +59,72 @@ func (r *heldRow) entry(key string) *entry {
 	return &r.ent
 }
 
-func (r *heldRow) addHolder(vs *viewSource) { r.holders = append(r.holders, vs) }
+// addHolder records that vs (a source of tb's views) holds h.
+func (tb *table) addHolder(h *heldRow, vs *viewSource) {
+	if h.holder == nil {
+		h.holder = vs
+		return
+	}
+	if tb.moreHolders == nil {
+		tb.moreHolders = make(map[*heldRow][]*viewSource)
+	}
+	more := tb.moreHolders[h]
+	if len(more) == cap(more) {
+		// Grown by a quarter, not doubled: a row held by ten views keeps
+		// ten slots, not sixteen.
+		grown := make([]*viewSource, len(more), len(more)+max(2, len(more)/4))
+		copy(grown, more)
+		more = grown
+	}
+	tb.moreHolders[h] = append(more, vs)
+}
 
-func (r *heldRow) dropHolder(vs *viewSource) {
-	for i, h := range r.holders {
-		if h == vs {
-			last := len(r.holders) - 1
-			r.holders[i] = r.holders[last]
-			r.holders[last] = nil
-			r.holders = r.holders[:last] // keeps its capacity: a row often moves between holders
+// dropHolder records that vs no longer holds h.
+func (tb *table) dropHolder(h *heldRow, vs *viewSource) {
+	var more []*viewSource
+	if len(tb.moreHolders) > 0 {
+		more = tb.moreHolders[h]
+	}
+	i := len(more) - 1
+	if h.holder != vs {
+		for i >= 0 && more[i] != vs {
+			i--
+		}
+		if i < 0 {
 			return
 		}
+	} else if i < 0 {
+		h.holder = nil
+		return
+	}
+	last := len(more) - 1
+	if h.holder == vs {
+		h.holder = more[last]
+	} else {
+		more[i] = more[last]
+	}
+	more[last] = nil
+	if last == 0 {
+		delete(tb.moreHolders, h)
+	} else {
+		tb.moreHolders[h] = more[:last]
+	}
+}
+
+// holders returns the view sources holding h: first (nil: none) and the
+// others.
+func (tb *table) holders(h *heldRow) (first *viewSource, more []*viewSource) {
+	if h.holder != nil && len(tb.moreHolders) > 0 {
+		more = tb.moreHolders[h]
+	}
+	return h.holder, more
+}
+
+// forgetHolders drops the holds left on h, a row leaving the table (no
+// view can reach it through the table any more).
+func (tb *table) forgetHolders(h *heldRow) {
+	if len(tb.moreHolders) > 0 {
+		delete(tb.moreHolders, h)
 	}
 }
 
@@ -96,7 +154,10 @@ type table struct {
 	key    []int                    // layout positions of the primary key, in key order
 	rows   entrySet                 // held rows by key: each row's own entry (heldRow.ent)
 	srcs   map[*viewSource]struct{} // every view source reading the table
-	route  route
+	// moreHolders holds, for a row more than one view source holds, the
+	// view sources besides its heldRow.holder.
+	moreHolders map[*heldRow][]*viewSource
+	route       route
 	// relMaps caches, per relation shape seen in the stream, the layout
 	// position of each of its columns.
 	relMaps map[*change.Relation][]int

@@ -221,8 +221,8 @@ func (s *state) killView(v *view) {
 // release drops vs's hold on row h (key k of tb), forgetting the row when
 // nothing holds it.
 func (s *state) release(tb *table, k string, h *heldRow, vs *viewSource) {
-	h.dropHolder(vs)
-	if len(h.holders) == 0 && tb.held(k) == h {
+	vs.t.dropHolder(h, vs)
+	if h.holder == nil && tb.held(k) == h {
 		tb.rows.remove(k)
 	}
 }
@@ -249,17 +249,12 @@ func (s *state) intern(v *view, rs *resultSet) {
 		// The table's first rows: sized once, not grown by rehashing.
 		tb.rows.reserve(rs.result.len())
 	}
-	hs := holderSlab{left: rs.result.len()}
 	for e := range rs.result.all() {
 		k := e.key
 		h := tb.held(k)
 		if h == nil {
 			h = e.row
 			tb.hold(k, h)
-			if h.holders == nil {
-				h.holders = hs.one(vs)
-				continue
-			}
 		} else {
 			tb.mergeHeld(h, e.row.rowVals)
 			if rs.ordered {
@@ -268,29 +263,6 @@ func (s *state) intern(v *view, rs *resultSet) {
 				rs.result.put(h.entry(k))
 			}
 		}
-		h.addHolder(vs)
+		vs.t.addHolder(h, vs)
 	}
-}
-
-// holderSlab hands out one-holder lists from shared arrays: a read
-// landing a million rows makes a thousand allocations for their holders,
-// not a million. A list that grows past one moves to its own array.
-type holderSlab struct {
-	free []*viewSource
-	left int // lists still to be asked for, at most: no array is bigger
-}
-
-// holderChunk is how many lists one array holds: a live row keeps its
-// array (8 KiB) alive, so it stays small.
-const holderChunk = 1024
-
-func (hs *holderSlab) one(vs *viewSource) []*viewSource {
-	if len(hs.free) == 0 {
-		hs.free = make([]*viewSource, min(holderChunk, max(hs.left, 1)))
-	}
-	hs.left--
-	l := hs.free[:1:1]
-	hs.free = hs.free[1:]
-	l[0] = vs
-	return l
 }

@@ -14,6 +14,8 @@
 //   - held row: one row of a table the core keeps, once per (table, row
 //     key) however many views hold it, with the view sources holding it
 //     (heldRow, core_rows.go).
+//   - entry set: a table's held rows and a view's result, by key: an
+//     open-addressing table of entry pointers (entrySet, core_rowset.go).
 //   - layout: the columns of a table as the core stores them, the union of
 //     every column any view of it names; columns are only appended
 //     (layoutCol, core_rows.go).
