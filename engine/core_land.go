@@ -129,7 +129,9 @@ func (s *state) landRead(r *read) {
 	plain := v.clk == nil && !rs.window
 	var readRows map[string]rowVals
 	if plain {
-		rs.result.reserve(n)
+		if n > 0 {
+			rs.results().reserve(n)
+		}
 	} else {
 		readRows = make(map[string]rowVals, n)
 	}
@@ -143,7 +145,7 @@ func (s *state) landRead(r *read) {
 			// One map operation: a key read twice keeps its last row,
 			// as remove and insert would.
 			h := &heldRow{rowVals: rv}
-			rs.result.put(h.entry(k))
+			rs.results().put(h.entry(k))
 			return
 		}
 		if plain {
@@ -206,7 +208,7 @@ func (s *state) landRead(r *read) {
 	ok := s.replayTable(r, tb, readRow, func() {
 		clear(readRows)
 		clear(pend)
-		rs.result = entrySet{}
+		rs.result = nil
 		rs.list = nil
 		rs.complete, rs.bound = true, nil
 	}, func(oldKey, newKey string, newVals []any) bool {

@@ -38,11 +38,16 @@ func hashKey(key string) (uint64, uint8) {
 }
 
 // len returns the number of entries.
-func (s *entrySet) len() int { return s.n }
+func (s *entrySet) len() int {
+	if s == nil {
+		return 0
+	}
+	return s.n
+}
 
 // get returns the entry of key, or nil.
 func (s *entrySet) get(key string) *entry {
-	if s.n == 0 {
+	if s == nil || s.n == 0 {
 		return nil
 	}
 	h, tag := hashKey(key)
@@ -98,7 +103,7 @@ func (s *entrySet) put(e *entry) {
 
 // remove takes key out of the set and returns its entry (nil when absent).
 func (s *entrySet) remove(key string) *entry {
-	if s.n == 0 {
+	if s == nil || s.n == 0 {
 		return nil
 	}
 	h, tag := hashKey(key)
@@ -125,7 +130,7 @@ func (s *entrySet) remove(key string) *entry {
 // reserve sizes an empty set for n entries, so that adding them does not
 // rehash.
 func (s *entrySet) reserve(n int) {
-	if s.used > 0 {
+	if s.used > 0 || n == 0 {
 		return
 	}
 	size := 4
@@ -171,6 +176,9 @@ func (s *entrySet) grow() {
 // adding one may grow the set, which panics.
 func (s *entrySet) all() iter.Seq[*entry] {
 	return func(yield func(*entry) bool) {
+		if s == nil {
+			return
+		}
 		slots := s.slots
 		for i := range slots {
 			if &s.slots[0] != &slots[0] {
@@ -188,7 +196,7 @@ func (s *entrySet) all() iter.Seq[*entry] {
 
 // keys returns the keys of the entries (in no particular order).
 func (s *entrySet) keys() []string {
-	ks := make([]string, 0, s.n)
+	ks := make([]string, 0, s.len())
 	for e := range s.all() {
 		ks = append(ks, e.key)
 	}

@@ -260,7 +260,7 @@ func (s *state) intern(v *view, rs *resultSet) {
 			if rs.ordered {
 				e.row = h
 			} else {
-				rs.result.put(h.entry(k))
+				rs.results().put(h.entry(k))
 			}
 		}
 		vs.t.addHolder(h, vs)

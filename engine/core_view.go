@@ -152,8 +152,8 @@ type resultSet struct {
 	// shownTieAfter is shownResult's: the last row shown ties on ORDER BY
 	// with the row after the window (kept here beside the other flags).
 	shownTieAfter bool
-	cap           int      // OFFSET+LIMIT+margin, for windows
-	result        entrySet // by key
+	cap           int       // OFFSET+LIMIT+margin, for windows
+	result        *entrySet // by key; nil until its first entry (most views of distinct binds hold few rows)
 	list          []*entry
 	// bound is, for a window that is not complete, the last row it is
 	// known to hold every row up to (the last row of its read, or where it
@@ -276,7 +276,7 @@ func (rs *resultSet) covered() bool {
 // within the first cap rows and is dropped; it returns whether e was kept.
 func (rs *resultSet) insert(e *entry) bool {
 	if !rs.ordered {
-		rs.result.put(e)
+		rs.results().put(e)
 		return true
 	}
 	if rs.window && !rs.complete && (rs.bound == nil || rs.plan.CompareWindow(e.enteredRow(), *rs.bound) > 0) {
@@ -284,7 +284,7 @@ func (rs *resultSet) insert(e *entry) bool {
 	}
 	i := sort.Search(len(rs.list), func(i int) bool { return rs.plan.CompareWindow(rs.list[i].enteredRow(), e.enteredRow()) > 0 })
 	rs.list = slices.Insert(rs.list, i, e)
-	rs.result.put(e)
+	rs.results().put(e)
 	return true
 }
 
@@ -330,7 +330,7 @@ func (rs *resultSet) entries() []*entry {
 	if rs.ordered {
 		return rs.visible()
 	}
-	return sortedByKey(&rs.result)
+	return sortedByKey(rs.result)
 }
 
 // sortedByKey returns m's entries in key order. Each is sorted with the
@@ -379,6 +379,14 @@ func sortedByKey(m *entrySet) []*entry {
 
 // countN is the count of a COUNT(*) view.
 func (rs *resultSet) countN() int64 { return int64(rs.result.len()) }
+
+// results returns rs's entry set, made on first use.
+func (rs *resultSet) results() *entrySet {
+	if rs.result == nil {
+		rs.result = &entrySet{}
+	}
+	return rs.result
+}
 
 // countRows is the result of a COUNT(*) query: one row unless LIMIT 0 or
 // an OFFSET skips it.
