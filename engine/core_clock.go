@@ -191,6 +191,20 @@ func (s *state) clockTo(lsn change.LSN, t change.Timestamp) {
 	s.land()
 }
 
+// clockPassesHeld reports whether thresholds thr pass a row v held or
+// kept pending when it began to re-read (the top of a bound's heap): the
+// clock may have changed its result.
+func (s *state) clockPassesHeld(v *view, thr []query.TimeKey) bool {
+	cv := v.clk
+	for i := range v.plan.Clock {
+		b := &v.plan.Clock[i]
+		if h := cv.heaps[i]; h.Len() > 0 && b.HoldsKey(h[0].k, thr[i]) != b.Leaves() {
+			return true
+		}
+	}
+	return false
+}
+
 // clockView moves a view's thresholds to the core's clock and touches the
 // rows whose bounds they passed.
 func (s *state) clockView(v *view, lsn change.LSN) {
@@ -204,6 +218,12 @@ func (s *state) clockView(v *view, lsn change.LSN) {
 		return
 	}
 	cv.thr = thr
+	if v.status == viewRefilling && !first && s.clockPassesHeld(v, thr) {
+		// Its read lands at the new clock, but its touch-mode subscribers
+		// are told now, at the heartbeat, as touchRefilling tells them of
+		// every transaction while a view re-reads.
+		s.touchSubs(v, lsn)
+	}
 	if v.status != viewLive || first {
 		return // its read lands at the new clock
 	}
