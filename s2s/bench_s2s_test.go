@@ -1,6 +1,7 @@
 package s2s_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -36,15 +37,20 @@ import (
 // (100), and FRESHET_S2S_BENCH_KEYS=k spreads the sockets over k rows
 // (socket i subscribes to row i%k+1) and has each transaction update one
 // of them at random, so a transaction touches 1/k of the sockets
-// (k=100: 1%; the default 1 touches every socket):
+// (k=100: 1%; the default 1 touches every socket), and
+// FRESHET_S2S_BENCH_FLOOR=1 runs the floor writer (benchFloorMain: one
+// write(2) of a pre-encoded frame per socket per transaction, triggered by
+// the same paced loop) as the server instead of freshet, for the same
+// client, sockets and frames:
 //
 //	FRESHET_S2S_BENCH=1 go test ./s2s -run TestBenchS2S -v -timeout 20m
 func TestBenchS2S(t *testing.T) {
 	if os.Getenv("FRESHET_S2S_BENCH") == "" {
 		t.Skip("set FRESHET_S2S_BENCH=1 to run the s2s benchmark")
 	}
+	floor := os.Getenv("FRESHET_S2S_BENCH_FLOOR") == "1"
 	bin := os.Getenv("FRESHET_S2S_BENCH_BIN") // another build to compare with
-	if bin == "" {
+	if bin == "" && !floor {
 		bin = filepath.Join(t.TempDir(), "freshet")
 		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/freshet").CombinedOutput(); err != nil {
 			t.Fatalf("go build: %v\n%s", err, out)
@@ -69,17 +75,39 @@ func TestBenchS2S(t *testing.T) {
 	if _, err := conn.Exec(ctx, "INSERT INTO hot SELECT g, 0, 'x' FROM generate_series(1, $1::int) g", keys); err != nil {
 		t.Fatal(err)
 	}
-	// update writes the timestamp into one row (of keys, at random).
-	update := func() error {
-		_, err := conn.Exec(ctx, "UPDATE hot SET ts = $1 WHERE id = $2", time.Now().UnixMicro(), 1+rand.Intn(keys))
-		return err
-	}
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
 	ln.Close()
 	srv := exec.Command(bin, "serve", "--dsn", db.DSN, "--listen", addr, "--slot", "bench", "--publication", "bench", "--log-level", "warn", "--insecure")
+	var trigger io.Writer    // the floor writer's stdin: a line per transaction
+	var report *bufio.Reader // its stdout: a line per phase
+	if floor {
+		srv = exec.Command(os.Args[0])
+		srv.Env = append(os.Environ(), benchFloorEnv+"="+addr)
+		if trigger, err = srv.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+		out, err := srv.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		report = bufio.NewReader(out)
+	}
+	// update writes the timestamp into one row (of keys, at random), or
+	// has the floor writer write a frame as if it had.
+	update := func() error {
+		if floor {
+			_, err := fmt.Fprintf(trigger, "t %d %d\n", time.Now().UnixMicro(), 1+rand.Intn(keys))
+			return err
+		}
+		_, err := conn.Exec(ctx, "UPDATE hot SET ts = $1 WHERE id = $2", time.Now().UnixMicro(), 1+rand.Intn(keys))
+		return err
+	}
 	if p := os.Getenv("FRESHET_S2S_BENCH_SERVER_GOMAXPROCS"); p != "" {
-		srv.Env = append(os.Environ(), "GOMAXPROCS="+p)
+		if srv.Env == nil {
+			srv.Env = os.Environ()
+		}
+		srv.Env = append(srv.Env, "GOMAXPROCS="+p)
 	}
 	if p := os.Getenv("FRESHET_S2S_BENCH_PROFILE"); p != "" {
 		srv.Args = append(srv.Args, "--cpuprofile", p)
@@ -131,6 +159,9 @@ func TestBenchS2S(t *testing.T) {
 	// reads a quantile off the difference of two readings, as the upper
 	// bound of the bucket it falls in (buckets 1.25x apart).
 	written := func() (les, cum []float64) {
+		if floor {
+			return nil, nil // the floor reports its own (floorTook)
+		}
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err != nil {
 			return nil, nil
@@ -178,7 +209,7 @@ func TestBenchS2S(t *testing.T) {
 			counts = append(counts, n)
 		}
 	}
-	fanout := os.Getenv("FRESHET_S2S_BENCH_FANOUT") != "0"
+	fanout := os.Getenv("FRESHET_S2S_BENCH_FANOUT") != "0" && !floor
 	rate := 100
 	if v := os.Getenv("FRESHET_S2S_BENCH_RATE"); v != "" {
 		if rate, err = strconv.Atoi(v); err != nil || rate < 1 || rate > 1000 {
@@ -218,8 +249,24 @@ func TestBenchS2S(t *testing.T) {
 		slices.Sort(all)
 		s1, k1, c1 := cpu()
 		_, w1 := written()
-		t.Logf("latency sockets=%d keys=%d rate=%d/s txns=%d frames=%d p50=%.2fms p99=%.2fms max=%.2fms server commit-to-write p50<=%.2fms p99<=%.2fms (CPU s: server %.2f of which kernel %.2f, client %.2f; load %s)",
-			n, keys, rate, txns, len(all), pct(all, 0.5), pct(all, 0.99), pct(all, 1), quantile(les, w0, w1, 0.5), quantile(les, w0, w1, 0.99), s1-s0, k1-k0, c1-c0, load())
+		server := fmt.Sprintf("server commit-to-write p50<=%.2fms p99<=%.2fms", quantile(les, w0, w1, 0.5), quantile(les, w0, w1, 0.99))
+		if floor {
+			fmt.Fprintf(trigger, "r\n")
+			line, err := report.ReadString('\n')
+			if err != nil {
+				t.Fatalf("the floor writer's report: %v\n%s", err, stderr.String())
+			}
+			var p50, p99 float64
+			var writes, short int64
+			fmt.Sscan(line, &p50, &p99, &writes, &short)
+			server = fmt.Sprintf("floor trigger-to-last-write p50=%.2fms p99=%.2fms writes=%d short=%d", p50, p99, writes, short)
+		}
+		kernelPerFrame := 0.0
+		if len(all) > 0 {
+			kernelPerFrame = (k1 - k0) / float64(len(all)) * 1e6
+		}
+		t.Logf("latency sockets=%d keys=%d rate=%d/s txns=%d frames=%d p50=%.2fms p99=%.2fms max=%.2fms %s (CPU s: server %.2f of which kernel %.2f = %.2fus a frame, client %.2f; load %s)",
+			n, keys, rate, txns, len(all), pct(all, 0.5), pct(all, 0.99), pct(all, 1), server, s1-s0, k1-k0, kernelPerFrame, c1-c0, load())
 		if n == 1000 && fanout {
 			// Fan-out: the writer commits as fast as one connection can
 			// for 5 s; count the rows delivered to all sockets.
