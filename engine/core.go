@@ -359,15 +359,6 @@ func (c *Core) Unpublished(oids []uint32, publication string) { c.st.unpublished
 // their Values, Removed, ...), are the caller's to keep.
 func (c *Core) Ready() Ready { return c.st.ready() }
 
-// Recycle hands a Ready's Outputs back to the core once the caller is done
-// with them (each output passed on by value), so the outputs that follow
-// are appended into the same array rather than into one grown anew, by
-// doubling, for every transaction: at 1,000 subscribers of one view that
-// was about 600 KB of garbage a transaction, and the collections it
-// caused were a share of commit-to-frame's tail. r.Outputs must not be
-// used after; an array over maxRecycledOutputs is left to the collector.
-func (c *Core) Recycle(r Ready) { c.st.recycle(r.Outputs) }
-
 // Position is the commit LSN of the last transaction applied (or the last
 // Advance).
 func (c *Core) Position() change.LSN { return c.st.pos }

@@ -152,20 +152,10 @@ func (s *state) ready() Ready {
 	return r
 }
 
-// maxRecycledOutputs bounds the array ready and Recycle keep (an Output is about
+// maxRecycledOutputs bounds the array ready keeps for the next outputs (an Output is about
 // 300 bytes: 16,384 of them hold about 5 MB), so one transaction that
 // reached a million subscriptions does not keep its array for good.
 const maxRecycledOutputs = 1 << 14
-
-// recycle keeps outs, cleared (its rows and keys are not held on), for
-// the next outputs, unless outputs were produced since ready.
-func (s *state) recycle(outs []Output) {
-	if s.out.Outputs != nil || cap(outs) == 0 || cap(outs) > maxRecycledOutputs {
-		return
-	}
-	clear(outs)
-	s.out.Outputs = outs[:0]
-}
 
 // stats counts the views, subscriptions, held rows and pending reads.
 func (s *state) stats() Stats {

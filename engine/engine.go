@@ -568,7 +568,6 @@ func (e *Engine) flush() {
 			delete(e.sinks, out.Sub)
 		}
 	}
-	e.core.Recycle(rd)
 	for i, f := range e.flushing {
 		if rf, ok := f.(ReceiptFlusher); ok {
 			rf.FlushReceived(e.received)

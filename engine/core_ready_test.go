@@ -7,11 +7,12 @@ import (
 	"github.com/freshetdb/freshet/query"
 )
 
-// TestRecycleOutputs: once a Ready's Outputs go back to the core
-// (Core.Recycle), a transaction's deltas to 1,000 subscribers of one view
-// allocate no more than its delta to one; before, the outputs' array was
-// grown anew, by doubling, for every transaction (about 600 KB at 1,000).
-func TestRecycleOutputs(t *testing.T) {
+// TestReadyReusesOutputs: the core appends a transaction's outputs into
+// the array of the Ready before (cleared by the next Ready), so its deltas
+// to 1,000 subscribers of one view allocate no more than its delta to one;
+// before 84a19df the outputs' array was grown anew, by doubling, for
+// every transaction (about 600 KB at 1,000).
+func TestReadyReusesOutputs(t *testing.T) {
 	allocs := func(n int) float64 {
 		bc := newBenchCore(t)
 		plan := bc.compile(t, "SELECT * FROM items WHERE price = 1")
@@ -21,7 +22,7 @@ func TestRecycleOutputs(t *testing.T) {
 		}
 		bc.subscribe(t, plans)
 		bc.txn([]change.Change{{Op: change.OpInsert, Rel: bc.rel, New: bc.row(1, 1)}})
-		bc.core.Recycle(bc.core.Ready())
+		bc.core.Ready()
 		rows := []change.Row{bc.row(1, 1), bc.row(1, 1)}
 		rows[1][1] = txt("renamed")
 		ch := []change.Change{{Op: change.OpUpdate, Rel: bc.rel}}
@@ -39,7 +40,6 @@ func TestRecycleOutputs(t *testing.T) {
 					t.Fatalf("output %+v, want a delta of one row", o)
 				}
 			}
-			bc.core.Recycle(rd)
 		})
 	}
 	one, many := allocs(1), allocs(1000)
@@ -48,11 +48,10 @@ func TestRecycleOutputs(t *testing.T) {
 	}
 }
 
-// TestRecycleOutputsBounded holds the array the core keeps for the next
+// TestReadyOutputsBounded holds the array the core keeps for the next
 // outputs to maxRecycledOutputs: a transaction that reached more
-// subscriptions hands its array to the collector, neither ready nor
-// Recycle keeping it.
-func TestRecycleOutputsBounded(t *testing.T) {
+// subscriptions hands its array to the collector, ready not keeping it.
+func TestReadyOutputsBounded(t *testing.T) {
 	bc := newBenchCore(t)
 	plan := bc.compile(t, "SELECT * FROM items WHERE price = 1")
 	n := maxRecycledOutputs + 1
@@ -66,7 +65,6 @@ func TestRecycleOutputsBounded(t *testing.T) {
 	if len(rd.Outputs) < n {
 		t.Fatalf("outputs = %d, want at least %d", len(rd.Outputs), n)
 	}
-	bc.core.Recycle(rd)
 	if c := cap(bc.core.st.out.Outputs); c > maxRecycledOutputs {
 		t.Errorf("the core keeps an array of %d outputs after a transaction to %d subscriptions; want at most %d", c, n, maxRecycledOutputs)
 	}
