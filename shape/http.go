@@ -394,7 +394,7 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 			// client takes a reused handle for a stale cache), so the
 			// shape takes a new one.
 			if s.handleLocked() == handle {
-				s.handles = append(s.handles, newHandle())
+				s.rotated = append(s.rotated, newHandle())
 				if err := s.saveMetaLocked(); err != nil {
 					srv.log.Warn("shape: save new handle", "err", err)
 				}

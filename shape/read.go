@@ -24,7 +24,7 @@ func (s *Shape) readLocked(o Offset, limit int) (chunkResult, *chunkLoc) {
 	if o.Before {
 		// A fresh client: the newest generation's first chunk, never
 		// up-to-date (so that the answer can be cached long).
-		return chunkResult{snapshot: true, end: Offset{Op: cur.base}}, &chunkLoc{file: s.file(cur.file()), r: cur.chunks[0]}
+		return chunkResult{snapshot: true, end: Offset{Op: cur.base}}, &chunkLoc{file: s.file(cur.file()), r: cur.served(0)}
 	}
 	if o.Virtual() {
 		for _, g := range s.gens {
@@ -37,7 +37,7 @@ func (s *Shape) readLocked(o Offset, limit int) (chunkResult, *chunkLoc) {
 				if next == g.last() && g == cur && !s.hasAfter(g.at) && s.st == ready {
 					res.upToDate = true
 				}
-				return res, &chunkLoc{file: s.file(g.file()), r: g.chunks[next-g.base]}
+				return res, &chunkLoc{file: s.file(g.file()), r: g.served(next - g.base)}
 			}
 			// The generation's last chunk: its log follows.
 			res := s.tailLocked(g.at, limit)
@@ -65,25 +65,27 @@ type chunkLoc struct {
 }
 
 func (s *Shape) hasAfter(o Offset) bool {
-	return len(s.tail) > 0 && s.tail[len(s.tail)-1].off.Compare(o) > 0
+	tail := s.tailOpsLocked()
+	return len(tail) > 0 && tail[len(tail)-1].off.Compare(o) > 0
 }
 
 // tailLocked returns the durable changes after o, up to the byte limit
 // (at least one).
 func (s *Shape) tailLocked(o Offset, limit int) chunkResult {
-	i := sort.Search(len(s.tail), func(i int) bool { return s.tail[i].off.Compare(o) > 0 })
+	tail := s.tailOpsLocked()
+	i := sort.Search(len(tail), func(i int) bool { return tail[i].off.Compare(o) > 0 })
 	var res chunkResult
 	n := 0
-	for ; i < len(s.tail); i++ {
-		res.msgs = append(res.msgs, s.tail[i].msg)
-		res.end = s.tail[i].off
-		n += len(s.tail[i].msg) + 1
+	for ; i < len(tail); i++ {
+		res.msgs = append(res.msgs, tail[i].msg)
+		res.end = tail[i].off
+		n += len(tail[i].msg) + 1
 		if n >= limit {
 			i++
 			break
 		}
 	}
-	res.upToDate = i >= len(s.tail) && s.st == ready
+	res.upToDate = i >= len(tail) && s.st == ready
 	return res
 }
 
@@ -95,8 +97,8 @@ func (s *Shape) tailLocked(o Offset, limit int) chunkResult {
 // before the lock: every output up to it is in the shape (pending or
 // durable).
 func (s *Shape) resumeLocked(pos uint64) uint64 {
-	if len(s.pending) > 0 {
-		return s.pending[0].off.Tx
+	if w := s.writes; w != nil && len(w.ops) > 0 {
+		return w.ops[0].off.Tx
 	}
 	r := pos + 1
 	if !s.latest.Virtual() && s.latest.Tx+1 > r {

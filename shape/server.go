@@ -193,7 +193,7 @@ func (srv *Server) reaper() {
 // files. Called with s.mu held.
 func (srv *Server) forget(s *Shape) {
 	srv.mu.Lock()
-	for _, h := range s.handles {
+	for _, h := range s.handlesLocked() {
 		if srv.byHandle[h] == s {
 			delete(srv.byHandle, h)
 		}
@@ -345,8 +345,11 @@ func (srv *Server) getOrCreate(ctx context.Context, def definition) (*Shape, *fi
 }
 
 func (srv *Server) newShape(def definition, cols []column, handle string) *Shape {
-	return &Shape{srv: srv, def: def, lay: srv.layoutOf(def, cols), name: handle, handles: []string{handle}, used: time.Now().UnixNano(),
-		logName: "log-1"}
+	lay := srv.layoutOf(def, cols)
+	// The table's names are the layout's, one copy for all its shapes
+	// rather than the strings each request's URL was parsed into.
+	def.Schema, def.Table = lay.tableSchema, lay.table
+	return &Shape{srv: srv, def: def, lay: lay, name: handle, used: time.Now().UnixNano()}
 }
 
 // layoutOf returns the layout for a table's columns, shared with every
@@ -362,7 +365,7 @@ func (srv *Server) layoutOf(def definition, cols []column) *layout {
 	if l := srv.layouts[key]; l != nil {
 		return l
 	}
-	l := &layout{cols: cols, schema: schema}
+	l := &layout{cols: cols, schema: schema, tableSchema: def.Schema, table: def.Table}
 	for i, c := range cols {
 		if c.pkIndex >= 0 {
 			l.pk = append(l.pk, i)
@@ -394,7 +397,7 @@ func (srv *Server) register(s *Shape) {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	srv.byDef.put(s, s.def.id())
-	for _, h := range s.handles {
+	for _, h := range s.handlesLocked() {
 		srv.byHandle[h] = s
 	}
 }
@@ -449,7 +452,10 @@ func (srv *Server) load(ctx context.Context, dir string) error {
 	if filepath.Base(dir) != m.Handles[0] {
 		return fmt.Errorf("its directory is not named after its first handle %s", m.Handles[0])
 	}
-	s.handles = m.Handles
+	s.rotated = m.Handles[1:]
+	if len(s.rotated) == 0 {
+		s.rotated = nil
+	}
 	if s.lay.schema != m.Schema {
 		return fmt.Errorf("its table's columns changed (was %s, now %s)", m.Schema, s.lay.schema)
 	}

@@ -33,12 +33,25 @@ type op struct {
 type generation struct {
 	base       uint64
 	at         Offset
-	chunks     [][2]int64 // served
-	stored     [][2]int64 // the rows' chunks when they are not served (changes_only)
+	chunks     [][2]int64 // the rows' chunks
 	superseded int64      // when, in Unix milliseconds; 0 for the newest
+	hidden     bool       // changes_only: served as one empty chunk
 }
 
-func (g *generation) last() uint64 { return g.base + uint64(len(g.chunks)) - 1 }
+func (g *generation) last() uint64 {
+	if g.hidden {
+		return g.base
+	}
+	return g.base + uint64(len(g.chunks)) - 1
+}
+
+// served is the generation's chunk at the virtual offset 0_(base+i).
+func (g *generation) served(i uint64) [2]int64 {
+	if g.hidden {
+		return [2]int64{}
+	}
+	return g.chunks[i]
+}
 
 // file is the generation's snapshot file name.
 func (g *generation) file() string { return snapName(g.base) }
@@ -64,21 +77,73 @@ type Shape struct {
 	name string  // the first handle, which names its directory: never changes, so read without mu
 
 	mu       sync.Mutex
-	handles  []string // the current one last; the first is name
+	rotated  []string // the handles given after name (a 409 does), the current one last; nil for most shapes
 	st       status
 	sinceGen int32   // changes since the newest generation
 	end      *ending // why it is gone (nil while it is not)
 	sub      engine.SubID
 	rows     rowSet // by engine key; by Electric key while reloaded from disk
 	gens     []*generation
-	tail     []op // durable changes after gens[0].at
-	pending  []op // sent by the engine, not yet durable
-	snapJob  *snapJob
+	log      *durableLog   // nil until a change is durable
+	writes   *writes       // nil while everything the engine sent is durable
 	lastOff  Offset        // the last change's offset, pending ones included
 	latest   Offset        // the last durable change's offset (or chunk end)
 	changed  chan struct{} // nil until a request waits (waitLocked)
 	used     int64         // when a request last asked for it, Unix nanoseconds
-	logName  string
+}
+
+// durableLog is a shape's log once it holds a change: most shapes of an
+// app change rarely, and an idle one need not carry its fields. Its
+// pointer and name change under both ioMu and mu (flush and collect), so
+// flush reads them under ioMu alone.
+type durableLog struct {
+	name string // the file: log-1, log-2, ... (collect rewrites it to the next)
+	tail []op   // the durable changes after gens[0].at
+}
+
+// firstLog is the log file of a shape whose log was never rewritten.
+const firstLog = "log-1"
+
+// writes is what the engine sent that is not yet durable; flush takes it
+// whole, so a synced shape holds none.
+type writes struct {
+	snap *snapJob // a generation to write
+	ops  []op     // changes to append
+}
+
+// writesLocked returns the shape's pending writes, made on first use.
+func (s *Shape) writesLocked() *writes {
+	if s.writes == nil {
+		s.writes = &writes{}
+	}
+	return s.writes
+}
+
+// snapPendingLocked reports whether a generation waits to be written.
+func (s *Shape) snapPendingLocked() bool { return s.writes != nil && s.writes.snap != nil }
+
+// tailOpsLocked is the durable log after gens[0].at.
+func (s *Shape) tailOpsLocked() []op {
+	if s.log == nil {
+		return nil
+	}
+	return s.log.tail
+}
+
+// logFile is the name of the log file; the caller holds ioMu or mu.
+func (s *Shape) logFile() string {
+	if s.log == nil {
+		return firstLog
+	}
+	return s.log.name
+}
+
+// handlesLocked is every handle of the shape, the current one last.
+func (s *Shape) handlesLocked() []string {
+	if s.rotated == nil {
+		return []string{s.name}
+	}
+	return append([]string{s.name}, s.rotated...)
 }
 
 // ending is why a shape is gone.
@@ -96,6 +161,8 @@ type layout struct {
 	rel    []byte   // the relation header ["schema","table"]
 	keyPfx []byte   // "schema"."table"
 	names  [][]byte // each column's "name": in a value object
+
+	tableSchema, table string // the table's schema and name, shared by its shapes' definitions
 }
 
 // snapJob is a generation waiting to be written.
@@ -113,7 +180,12 @@ func (s *Shape) dir() string { return filepath.Join(s.srv.cfg.DataDir, s.name) }
 func (s *Shape) file(name string) string { return filepath.Join(s.srv.cfg.DataDir, s.name, name) }
 
 // handle returns the current handle.
-func (s *Shape) handleLocked() string { return s.handles[len(s.handles)-1] }
+func (s *Shape) handleLocked() string {
+	if len(s.rotated) == 0 {
+		return s.name
+	}
+	return s.rotated[len(s.rotated)-1]
+}
 
 // Handle returns the shape's current handle.
 func (s *Shape) Handle() string {
@@ -179,7 +251,7 @@ func (s *Shape) newEntry(rr engine.ResultRow, sc *scratch) (entry, error) {
 func (s *Shape) acceptedLocked(out engine.Output) {
 	fresh := newRowSet(len(out.Rows), false)
 	var order []entry
-	first := len(s.gens) == 0 && s.snapJob == nil
+	first := len(s.gens) == 0 && !s.snapPendingLocked()
 	if first {
 		order = make([]entry, 0, len(out.Rows))
 	}
@@ -201,7 +273,7 @@ func (s *Shape) acceptedLocked(out engine.Output) {
 		// not served under log=changes_only), and the log starts after
 		// it.
 		s.rows = fresh
-		s.snapJob = &snapJob{base: 0, at: at, first: true, rows: order}
+		s.writesLocked().snap = &snapJob{base: 0, at: at, first: true, rows: order}
 		s.lastOff = maxOffset(s.lastOff, at)
 		s.st = ready
 		s.srv.dirty(s)
@@ -368,7 +440,8 @@ func (s *Shape) appendLocked(lsn uint64, ops []op) {
 		n++
 	}
 	s.lastOff = ops[len(ops)-1].off
-	s.pending = append(s.pending, ops...)
+	w := s.writesLocked()
+	w.ops = append(w.ops, ops...)
 	s.sinceGen += int32(len(ops))
 }
 
@@ -502,7 +575,7 @@ func (s *Shape) endedLocked(out engine.Output) {
 	if s.srv.closing() {
 		return
 	}
-	if len(s.gens) == 0 && s.snapJob == nil {
+	if len(s.gens) == 0 && !s.snapPendingLocked() {
 		s.failLocked(400, out.Reason)
 		return
 	}
@@ -538,8 +611,12 @@ func (s *Shape) flush() error {
 		s.mu.Unlock()
 		return nil
 	}
-	job, batch := s.snapJob, s.pending
-	s.snapJob, s.pending = nil, nil
+	var job *snapJob
+	var batch []op
+	if w := s.writes; w != nil {
+		job, batch = w.snap, w.ops
+		s.writes = nil
+	}
 	s.mu.Unlock()
 	var g *generation
 	if job != nil {
@@ -565,15 +642,21 @@ func (s *Shape) flush() error {
 		if job.first {
 			s.latest = maxOffset(s.latest, Offset{Tx: 0, Op: g.last()})
 		}
-		s.sinceGen = int32(len(s.pending))
+		s.sinceGen = 0
+		if s.writes != nil {
+			s.sinceGen = int32(len(s.writes.ops))
+		}
 		for _, o := range batch {
 			if o.off.Compare(g.at) > 0 {
 				s.sinceGen++
 			}
 		}
 	}
-	s.tail = append(s.tail, batch...)
 	if len(batch) > 0 {
+		if s.log == nil {
+			s.log = &durableLog{name: firstLog}
+		}
+		s.log.tail = append(s.log.tail, batch...)
 		s.latest = batch[len(batch)-1].off
 	}
 	if g != nil || len(batch) > 0 {
@@ -591,7 +674,7 @@ func (s *Shape) flush() error {
 // CompactMin): a fresh client then reads at most about twice the result.
 func (s *Shape) maybeCompactLocked() {
 	cfg := s.srv.cfg
-	if s.snapJob != nil || len(s.gens) == 0 || int(s.sinceGen) < max(cfg.CompactMin, s.rows.len()) {
+	if s.snapPendingLocked() || len(s.gens) == 0 || int(s.sinceGen) < max(cfg.CompactMin, s.rows.len()) {
 		return
 	}
 	g := s.gens[len(s.gens)-1]
@@ -600,7 +683,7 @@ func (s *Shape) maybeCompactLocked() {
 	rows := make([]entry, 0, s.rows.len())
 	s.rows.each(func(e entry) { rows = append(rows, e) })
 	slices.SortFunc(rows, func(a, b entry) int { return cmpStr(a.key(), b.key()) })
-	s.snapJob = &snapJob{base: g.last() + 1, at: s.lastOff, rows: rows}
+	s.writesLocked().snap = &snapJob{base: g.last() + 1, at: s.lastOff, rows: rows}
 	s.sinceGen = 0
 	s.srv.dirty(s)
 }
@@ -616,17 +699,9 @@ func (s *Shape) writeGeneration(job *snapJob) (*generation, error) {
 		return nil, fmt.Errorf("write snapshot: %w", err)
 	}
 	if s.def.changesOnly() {
-		return &generation{base: job.base, at: job.at, chunks: [][2]int64{{0, 0}}, stored: ranges}, nil
+		return &generation{base: job.base, at: job.at, chunks: ranges, hidden: true}, nil
 	}
 	return &generation{base: job.base, at: job.at, chunks: ranges}, nil
-}
-
-// rowChunks are the chunks that hold the generation's rows.
-func (g *generation) rowChunks() [][2]int64 {
-	if g.stored != nil {
-		return g.stored
-	}
-	return g.chunks
 }
 
 func (s *Shape) writeSnapshot(path string, rows []entry) ([][2]int64, error) {
@@ -680,7 +755,7 @@ func (s *Shape) appendLog(batch []op) error {
 	for _, o := range batch {
 		b = appendRecord(b, o)
 	}
-	f, err := os.OpenFile(s.file(s.logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(s.file(s.logFile()), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("open shape log: %w", err)
 	}
@@ -695,15 +770,19 @@ func (s *Shape) appendLog(batch []op) error {
 }
 
 func (s *Shape) saveGensLocked() error {
-	gf := gensFile{Log: s.logName}
+	gf := gensFile{Log: s.logFile()}
 	for _, g := range s.gens {
-		gf.Gens = append(gf.Gens, genFile{Base: g.base, At: g.at.String(), Chunks: g.chunks, Stored: g.stored, Superseded: g.superseded})
+		f := genFile{Base: g.base, At: g.at.String(), Chunks: g.chunks, Superseded: g.superseded}
+		if g.hidden {
+			f.Chunks, f.Stored = [][2]int64{{0, 0}}, g.chunks
+		}
+		gf.Gens = append(gf.Gens, f)
 	}
 	return writeJSON(s.file("gens.json"), gf)
 }
 
 func (s *Shape) saveMetaLocked() error {
-	return writeJSON(s.file("meta.json"), meta{Version: 1, Def: s.def, Handles: s.handles, Schema: s.lay.schema, Created: time.Now().UnixMilli()})
+	return writeJSON(s.file("meta.json"), meta{Version: 1, Def: s.def, Handles: s.handlesLocked(), Schema: s.lay.schema, Created: time.Now().UnixMilli()})
 }
 
 // collect drops generations superseded longer ago than the retention
@@ -731,10 +810,13 @@ func (s *Shape) collect(now time.Time) error {
 	dropped := s.gens[:drop]
 	s.gens = slices.Clone(s.gens[drop:])
 	from := s.gens[0].at
-	cut := sort.Search(len(s.tail), func(i int) bool { return s.tail[i].off.Compare(from) > 0 })
-	s.tail = slices.Clone(s.tail[cut:])
-	keep := s.tail
-	oldLog := s.logName
+	tail := s.tailOpsLocked()
+	cut := sort.Search(len(tail), func(i int) bool { return tail[i].off.Compare(from) > 0 })
+	keep := slices.Clone(tail[cut:])
+	if s.log != nil {
+		s.log.tail = keep
+	}
+	oldLog := s.logFile()
 	newLog := nextLogName(oldLog)
 	// Rewriting the log runs under the lock so no flush interleaves; it
 	// holds at most the changes since the oldest kept generation.
@@ -744,7 +826,10 @@ func (s *Shape) collect(now time.Time) error {
 	}
 	err := writeAtomic(s.file(newLog), b)
 	if err == nil {
-		s.logName = newLog
+		if s.log == nil {
+			s.log = &durableLog{}
+		}
+		s.log.name = newLog
 		err = s.saveGensLocked()
 	}
 	s.mu.Unlock()
@@ -773,15 +858,19 @@ func (s *Shape) reload() error {
 		if err != nil {
 			return fmt.Errorf("gens.json: offset %q: %w", g.At, err)
 		}
-		s.gens = append(s.gens, &generation{base: g.Base, at: at, chunks: g.Chunks, stored: g.Stored, superseded: g.Superseded})
+		ng := &generation{base: g.Base, at: at, chunks: g.Chunks, superseded: g.Superseded}
+		if g.Stored != nil {
+			ng.chunks, ng.hidden = g.Stored, true
+		}
+		s.gens = append(s.gens, ng)
 	}
-	if g := s.gens[len(s.gens)-1]; s.def.changesOnly() && g.stored == nil {
+	if g := s.gens[len(s.gens)-1]; s.def.changesOnly() && !g.hidden {
 		// Written before changes_only generations kept their rows: what
 		// the log implies cannot be rebuilt, so the shape is not served
 		// again rather than served inexactly.
 		return fmt.Errorf("gens.json: the changes_only generation %d keeps no rows (written by an older freshet)", g.base)
 	}
-	s.logName = gf.Log
+	s.log = &durableLog{name: gf.Log}
 	path := s.file(gf.Log)
 	ops, good, err := readLog(path)
 	if err != nil {
@@ -796,13 +885,13 @@ func (s *Shape) reload() error {
 	from := s.gens[0].at
 	for _, o := range ops {
 		if o.off.Compare(from) > 0 {
-			s.tail = append(s.tail, o)
+			s.log.tail = append(s.log.tail, o)
 		}
 	}
 	g := s.gens[len(s.gens)-1]
 	s.latest = Offset{Op: g.last()}
-	if len(s.tail) > 0 {
-		s.latest = s.tail[len(s.tail)-1].off
+	if tail := s.log.tail; len(tail) > 0 {
+		s.latest = tail[len(tail)-1].off
 	}
 	s.lastOff = maxOffset(s.latest, g.at)
 	// Rows: the newest snapshot, then the log after it.
@@ -812,7 +901,7 @@ func (s *Shape) reload() error {
 	}
 	s.rows = newRowSet(0, true)
 	r := &replayer{s: s, colIdx: colIdx}
-	for _, c := range g.rowChunks() {
+	for _, c := range g.chunks {
 		b, err := readChunk(s.file(g.file()), c)
 		if err != nil {
 			return fmt.Errorf("read snapshot: %w", err)
@@ -827,7 +916,7 @@ func (s *Shape) reload() error {
 			}
 		}
 	}
-	for _, o := range s.tail {
+	for _, o := range s.log.tail {
 		if o.off.Compare(g.at) > 0 {
 			if err := r.replay(o.msg); err != nil {
 				return err
