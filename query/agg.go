@@ -395,7 +395,7 @@ func (c *compiler) groupPost(p *Plan, g *Grouping, extra []Column, postTargets [
 		col.AttNum = int16(len(gt.Columns) + 1)
 		gt.Columns = append(gt.Columns, col)
 	}
-	gs := &Source{Alias: groupAlias, Table: gt, Columns: gt.Columns, KeyN: len(b.keys), Join: JoinRoot}
+	gs := &Source{SourceShape: &SourceShape{Alias: groupAlias, Table: gt, Columns: gt.Columns, KeyN: len(b.keys), Join: JoinRoot}}
 	post := &Plan{Limit: -1}
 	// Compile the rewritten clauses against the group rows, with the
 	// compiler's parameters shared.

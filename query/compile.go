@@ -439,6 +439,7 @@ func (c *compiler) compile() (*Plan, error) {
 // derives routing constraints and the normalized form. It fails only when
 // the context ends.
 func (c *compiler) finish(p *Plan) error {
+	orders := make([][]int, len(c.sources)) // each source's Columns as catalog indexes
 	for i, s := range c.sources {
 		used := c.used[i]
 		pos := make(map[int]int)
@@ -458,6 +459,7 @@ func (c *compiler) finish(p *Plan) error {
 			}
 		}
 		s.Columns = layout(s.Table, order)
+		orders[i] = order
 		for _, r := range c.refs {
 			if r.src == i {
 				r.idx = pos[r.cat]
@@ -496,6 +498,9 @@ func (c *compiler) finish(p *Plan) error {
 	c.constraints(p)
 	if err := c.ctxErr(); err != nil {
 		return err
+	}
+	for i, s := range c.sources {
+		s.SourceShape = shareSource(s.SourceShape, orders[i])
 	}
 	normalized, err := cgoCall(c.ctx, len(c.sql), func() (string, error) { return pg.Deparse(c.tree) })
 	if err := c.ctxErr(); err != nil {
@@ -892,7 +897,7 @@ func (c *compiler) addTable(rv *pg.RangeVar, kind JoinKind, nullable bool) error
 			return refusalAt(rv.Location, CodeDuplicateAlias, "table name %q specified more than once", alias)
 		}
 	}
-	c.sources = append(c.sources, &Source{Alias: alias, Table: t, Qualified: qualified, Join: kind, Nullable: nullable})
+	c.sources = append(c.sources, &Source{SourceShape: &SourceShape{Alias: alias, Table: t, Qualified: qualified, Join: kind, Nullable: nullable}})
 	c.used = append(c.used, make(map[int]bool))
 	return nil
 }

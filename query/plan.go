@@ -219,8 +219,34 @@ func (k JoinKind) String() string {
 	return "root"
 }
 
-// Source is one table of the join tree.
+// Source is one table of the join tree: its shape, shared by the plans
+// of one shape, and what the plan's binds make of it.
 type Source struct {
+	// SourceShape is the part of the source that depends only on the
+	// query's shape (the statement and the tables as compiled), not on its
+	// binds: plans of one shape with distinct binds share one
+	// (query/shape.go). It is never written to once compiled.
+	*SourceShape
+	// Constraints hold for every row of this table that can affect the
+	// result (all of them at once); empty means unconstrained. They are
+	// derived from the WHERE clause only where that is safe: a column
+	// constrained in every alternative of the filter. For a Nullable
+	// source they are given only when the filter rejects the null-extended
+	// row (otherwise a row of this table can change the result by merely
+	// existing). IN value sets are also carried across the ON equalities
+	// between columns of one type: from a source to the sources joined to
+	// it (INNER or LEFT), and back from an INNER-joined source to the one it
+	// joins, so `t.id = $1` and `c.ticket_id = t.id` constrain c.ticket_id
+	// to $1; a LEFT-joined source's constraints never narrow the sources it
+	// is joined to.
+	Constraints []Constraint
+
+	filter *expr // JoinSemi, JoinAnti: the subquery's WHERE over this source alone; nil: none
+}
+
+// SourceShape is what a Source is whatever the binds: the table, how it is
+// joined, and the columns the engine holds of it.
+type SourceShape struct {
 	// Alias is the name the query uses for the table (its alias, or the
 	// table's own name).
 	Alias string
@@ -244,9 +270,7 @@ type Source struct {
 	// (PostgreSQL expands * when it plans), so the query must be compiled
 	// again. Otherwise a column not in Columns does not matter to the plan.
 	Star bool
-	// (The four fields above share one word of the struct: a plan holds a
-	// Source per table, and plans of one shape with distinct binds each
-	// hold their own.)
+	// (The four fields above share one word of the struct.)
 
 	// Columns are the columns the engine must hold for this source: the
 	// primary key's columns first (KeyN of them, in key order), then every
@@ -258,21 +282,6 @@ type Source struct {
 	// must hold; each links a column of this source to a column of an
 	// earlier one.
 	On []JoinKey
-	// Constraints hold for every row of this table that can affect the
-	// result (all of them at once); empty means unconstrained. They are
-	// derived from the WHERE clause only where that is safe: a column
-	// constrained in every alternative of the filter. For a Nullable
-	// source they are given only when the filter rejects the null-extended
-	// row (otherwise a row of this table can change the result by merely
-	// existing). IN value sets are also carried across the ON equalities
-	// between columns of one type: from a source to the sources joined to
-	// it (INNER or LEFT), and back from an INNER-joined source to the one it
-	// joins, so `t.id = $1` and `c.ticket_id = t.id` constrain c.ticket_id
-	// to $1; a LEFT-joined source's constraints never narrow the sources it
-	// is joined to.
-	Constraints []Constraint
-
-	filter *expr // JoinSemi, JoinAnti: the subquery's WHERE over this source alone; nil: none
 }
 
 // Subquery reports whether the source is the table of an IN or NOT IN

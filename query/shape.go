@@ -1,13 +1,14 @@
 package query
 
 import (
+	"fmt"
 	"strconv"
 	"sync"
 )
 
 // Plans of one shape (the same query with other binds) have equal Output
-// and Order slices: a plan takes the slice an earlier plan already holds
-// instead of keeping its own copy. The tables are keyed by the slices'
+// and Order slices and equal SourceShapes: a plan takes the one an earlier
+// plan already holds instead of keeping its own copy. The tables are keyed by the slices'
 // contents, so two plans share one only when it is equal element for
 // element, whatever they were compiled from; a table forgets everything
 // once it holds maxShapes entries, which bounds it under any mix of
@@ -17,6 +18,7 @@ var shapes struct {
 	outputs map[string][]Output
 	orders  map[string][]OrderKey
 	texts   map[string]string // PlanKey shapes (Normalized is their prefix)
+	sources map[string]*SourceShape
 }
 
 const maxShapes = 4096
@@ -90,4 +92,36 @@ func shareText(t string) string {
 	}
 	shapes.texts[t] = t
 	return t
+}
+
+// shareSource returns a SourceShape equal to s, shared with other plans;
+// order is s.Columns as indexes into s.Table.Columns. Shapes are keyed by
+// the table's identity (the same *Table, which the table keeps alive) and
+// every other field's value, so two plans share one only when they would
+// hold equal ones.
+func shareSource(s *SourceShape, order []int) *SourceShape {
+	k := fmt.Appendf(nil, "%p/%q/", s.Table, s.Alias)
+	k = strconv.AppendBool(k, s.Qualified)
+	k = strconv.AppendBool(k, s.Nullable)
+	k = strconv.AppendBool(k, s.Star)
+	k = appendInts(k, int64(s.Join), int64(s.KeyN), int64(len(order)))
+	for _, ci := range order {
+		k = appendInts(k, int64(ci))
+	}
+	k = append(k, ';')
+	for _, o := range s.On {
+		k = appendInts(k, int64(o.Column), int64(o.Other), int64(o.OtherColumn))
+	}
+	shapes.Lock()
+	defer shapes.Unlock()
+	if x, ok := shapes.sources[string(k)]; ok {
+		return x
+	}
+	if shapes.sources == nil || len(shapes.sources) >= maxShapes {
+		shapes.sources = make(map[string]*SourceShape)
+	}
+	s.Columns = s.Columns[:len(s.Columns):len(s.Columns)]
+	s.On = s.On[:len(s.On):len(s.On)]
+	shapes.sources[string(k)] = s
+	return s
 }
