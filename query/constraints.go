@@ -354,7 +354,7 @@ func (dv *deriver) derive(e *expr, neg bool) derived {
 		// left unconstrained by it.
 		return all
 	}
-	emptyArray := (e.op == opIn && !e.null || e.op == opAnyAll) && len(e.vals) == 0
+	emptyArray := (e.op == opIn && !e.null || e.op == opAnyAll) && len(e.setVals()) == 0
 	if emptyArray || e.l.col == nil && (e.op != opCmp || e.r.col == nil) {
 		// Constants only: decided without a row.
 		t := e.eval(nil)
@@ -427,7 +427,7 @@ func (dv *deriver) derive(e *expr, neg bool) derived {
 		in := e.negate == neg
 		if in {
 			dm := newDom(ConstraintIn)
-			for _, x := range e.vals {
+			for _, x := range e.setVals() {
 				v, exact, never := dv.colValue(col, x, e.fam)
 				if never {
 					continue
@@ -443,7 +443,7 @@ func (dv *deriver) derive(e *expr, neg bool) derived {
 			return none
 		}
 		dm := newDom(ConstraintNotIn)
-		for _, x := range e.vals {
+		for _, x := range e.setVals() {
 			if v, exact, _ := dv.colValue(col, x, e.fam); exact {
 				dm.add(oid, v)
 			}
@@ -490,8 +490,8 @@ func (dv *deriver) derive(e *expr, neg bool) derived {
 		// the pattern (not NOT LIKE) holds each of its literal runs.
 		dm := newDom(ConstraintNotIn)
 		if e.negate == neg {
-			for _, l := range e.like.literals() {
-				dm.contains = append(dm.contains, Substring{Fold: e.like.folds, Text: l})
+			for _, l := range e.set.like.literals() {
+				dm.contains = append(dm.contains, Substring{Fold: e.set.like.folds, Text: l})
 			}
 		}
 		return single(col, dm)

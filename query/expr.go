@@ -176,9 +176,25 @@ type expr struct {
 
 	args []*expr
 	l, r operand
-	set  map[string]struct{} // opIn: keys of the non-NULL values
+	// set is the right-hand side of opIn, opAnyAll and opLike, behind a
+	// pointer: most nodes are comparisons, which need none of it.
+	set *exprSet
+}
+
+// exprSet is the right-hand side of an IN, ANY/ALL or LIKE node.
+type exprSet struct {
+	keys map[string]struct{} // opIn: keys of the non-NULL values
 	vals []any               // opIn: the non-NULL values (for constraints); opAnyAll: elements (nil = NULL)
-	like *likeMatcher
+	like *likeMatcher        // opLike
+}
+
+// setVals is e's list: opIn's non-NULL values, opAnyAll's elements; nil
+// for other nodes.
+func (e *expr) setVals() []any {
+	if e.set == nil {
+		return nil
+	}
+	return e.set.vals
 }
 
 // markRaises sets raises on e and the nodes under it and returns it.
@@ -310,7 +326,7 @@ func (e *expr) eval(row Row) Tri {
 		if e.raises {
 			e.l.value(row, e.fam) // evaluated before the list is looked at
 		}
-		if len(e.vals) == 0 && !e.null {
+		if len(e.setVals()) == 0 && !e.null {
 			// x = ANY('{}') is false and x <> ALL('{}') true, even for NULL x.
 			return triOf(e.negate)
 		}
@@ -319,7 +335,7 @@ func (e *expr) eval(row Row) Tri {
 			return Unknown
 		}
 		var kb [64]byte
-		if _, ok := e.set[string(appendKey(kb[:0], v))]; ok {
+		if _, ok := e.set.keys[string(appendKey(kb[:0], v))]; ok {
 			return triOf(!e.negate)
 		}
 		if e.null {
@@ -330,7 +346,7 @@ func (e *expr) eval(row Row) Tri {
 		if e.raises {
 			e.l.value(row, e.fam)
 		}
-		if len(e.vals) == 0 {
+		if len(e.setVals()) == 0 {
 			return triOf(!e.any)
 		}
 		v := e.l.value(row, e.fam)
@@ -338,7 +354,7 @@ func (e *expr) eval(row Row) Tri {
 			return Unknown
 		}
 		res := triOf(!e.any)
-		for _, x := range e.vals {
+		for _, x := range e.setVals() {
 			t := Unknown
 			if x != nil {
 				t = triOf(e.cmp.holds(compareValues(v, x)))
@@ -364,7 +380,7 @@ func (e *expr) eval(row Row) Tri {
 			if v == nil {
 				return Unknown
 			}
-			return triOf(e.like.match(v.(string)) != e.negate)
+			return triOf(e.set.like.match(v.(string)) != e.negate)
 		}
 		vals := row[e.l.col.src]
 		if vals == nil || vals[e.l.col.idx] == nil {
@@ -374,7 +390,7 @@ func (e *expr) eval(row Row) Tri {
 		if !ok {
 			return Unknown
 		}
-		return triOf(e.like.match(s) != e.negate)
+		return triOf(e.set.like.match(s) != e.negate)
 	}
 	return Unknown
 }

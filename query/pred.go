@@ -937,16 +937,16 @@ func (c *compiler) in(a *pg.A_Expr, negate bool) (*expr, error) {
 		}
 	}
 	if allConst && fam != famEnum {
-		e := &expr{op: opIn, negate: negate, fam: fam, l: operand{col: l.col, sx: l.sx, trim: cmps[0].l.trim}, set: make(map[string]struct{})}
+		e := &expr{op: opIn, negate: negate, fam: fam, l: operand{col: l.col, sx: l.sx, trim: cmps[0].l.trim}, set: &exprSet{keys: make(map[string]struct{})}}
 		for _, ce := range cmps {
 			if ce.r.val == nil {
 				e.null = true
 				continue
 			}
 			k := string(appendKey(nil, ce.r.val))
-			if _, dup := e.set[k]; !dup {
-				e.set[k] = struct{}{}
-				e.vals = append(e.vals, ce.r.val)
+			if _, dup := e.set.keys[k]; !dup {
+				e.set.keys[k] = struct{}{}
+				e.set.vals = append(e.set.vals, ce.r.val)
 			}
 		}
 		return e, nil
@@ -1108,21 +1108,21 @@ func (c *compiler) anyAll(a *pg.A_Expr, op cmpOp, isAny bool) (*expr, error) {
 		return nil, refusalAt(a.Location, CodeExpression, "ANY/ALL with a constant on the left is not supported")
 	}
 	if (op == cmpEq && isAny) || (op == cmpNe && !isAny) {
-		e := &expr{op: opIn, negate: !isAny, fam: fam, l: operand{col: l.col, sx: l.sx}, set: make(map[string]struct{})}
+		e := &expr{op: opIn, negate: !isAny, fam: fam, l: operand{col: l.col, sx: l.sx}, set: &exprSet{keys: make(map[string]struct{})}}
 		for _, v := range vals {
 			if v == nil {
 				e.null = true
 				continue
 			}
 			k := string(appendKey(nil, v))
-			if _, dup := e.set[k]; !dup {
-				e.set[k] = struct{}{}
-				e.vals = append(e.vals, v)
+			if _, dup := e.set.keys[k]; !dup {
+				e.set.keys[k] = struct{}{}
+				e.set.vals = append(e.set.vals, v)
 			}
 		}
 		return e, nil
 	}
-	return &expr{op: opAnyAll, any: isAny, cmp: op, fam: fam, l: operand{col: l.col, sx: l.sx}, vals: vals}, nil
+	return &expr{op: opAnyAll, any: isAny, cmp: op, fam: fam, l: operand{col: l.col, sx: l.sx}, set: &exprSet{vals: vals}}, nil
 }
 
 // like compiles x [NOT] LIKE/ILIKE pattern [ESCAPE e].
@@ -1204,5 +1204,5 @@ func (c *compiler) like(a *pg.A_Expr, negate, ilike bool) (*expr, error) {
 	if !ok {
 		return nil, refusalAt(a.Location, CodeExpression, "LIKE pattern %q must not end with the escape character", ps)
 	}
-	return &expr{op: opLike, l: operand{col: l.col, sx: l.sx}, fam: famText, negate: negate, like: m}, nil
+	return &expr{op: opLike, l: operand{col: l.col, sx: l.sx}, fam: famText, negate: negate, set: &exprSet{like: m}}, nil
 }
