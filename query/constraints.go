@@ -102,7 +102,7 @@ func (c *compiler) constraints(p *Plan) {
 					break
 				}
 			}
-			con := Constraint{Column: idx, Kind: dm.kind, Null: dm.null}
+			con := Constraint{Column: int32(idx), Kind: dm.kind, Null: dm.null}
 			switch dm.kind {
 			case ConstraintRange:
 				con.Ranges = dm.ranges

@@ -359,10 +359,12 @@ func (k ConstraintKind) String() string {
 // binds; where no exact conversion exists the column is left unconstrained),
 // so AppendKey and CompareValues with the column's TypeOID apply to them.
 type Constraint struct {
-	Column int // index into the source's Columns
+	// Column, Kind and Null share one word: a plan of distinct binds holds
+	// its own constraints, 80 bytes each.
+	Column int32 // index into the source's Columns (a table has at most 1,600)
 	Kind   ConstraintKind
-	Values []any   // ConstraintIn, ConstraintNotIn: distinct values
 	Null   bool    // ConstraintIn: NULL matches too (IS NULL)
+	Values []any   // ConstraintIn, ConstraintNotIn: distinct values
 	Ranges []Range // ConstraintRange: sorted, disjoint
 	// Contains (ConstraintNotIn only): texts the column's value holds as
 	// substrings, each once folded by its Fold: the literal runs of the
