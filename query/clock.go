@@ -468,7 +468,7 @@ func (c *compiler) threshold(whole, n *pg.Node, b *ClockBound) error {
 // known.
 func (p *Plan) fixClock() {
 	for i := range p.Clock {
-		p.Clock[i].Source, p.Clock[i].Column = p.Clock[i].ref.src, p.Clock[i].ref.idx
+		p.Clock[i].Source, p.Clock[i].Column = int(p.Clock[i].ref.src), int(p.Clock[i].ref.idx)
 	}
 }
 

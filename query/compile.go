@@ -461,8 +461,8 @@ func (c *compiler) finish(p *Plan) error {
 		s.Columns = layout(s.Table, order)
 		orders[i] = order
 		for _, r := range c.refs {
-			if r.src == i {
-				r.idx = pos[r.cat]
+			if int(r.src) == i {
+				r.idx = int32(pos[int(r.cat)])
 			}
 		}
 	}
@@ -582,19 +582,19 @@ type pendingJoinKey struct {
 
 func (c *compiler) fixJoinKeys() {
 	for _, pj := range c.pendingJoins {
-		c.sources[pj.src].On[pj.k] = JoinKey{Column: pj.mine.idx, Other: pj.other.src, OtherColumn: pj.other.idx}
+		c.sources[pj.src].On[pj.k] = JoinKey{Column: int(pj.mine.idx), Other: int(pj.other.src), OtherColumn: int(pj.other.idx)}
 	}
 }
 
 func (c *compiler) fixOutputs(p *Plan) {
 	for i, r := range c.outRefs {
 		if r != nil {
-			p.Output[i].Column = r.idx
+			p.Output[i].Column = int(r.idx)
 		}
 	}
 	for i, r := range c.orderRefs {
 		if r != nil {
-			p.Order[i].Column = r.idx
+			p.Order[i].Column = int(r.idx)
 		}
 	}
 }
@@ -602,7 +602,7 @@ func (c *compiler) fixOutputs(p *Plan) {
 // ref records a reference to column cat of source src.
 func (c *compiler) ref(src, cat int) *colRef {
 	c.used[src][cat] = true
-	r := &colRef{src: src, cat: cat, oid: c.sources[src].Table.Columns[cat].TypeOID}
+	r := &colRef{src: int32(src), cat: int32(cat), oid: c.sources[src].Table.Columns[cat].TypeOID}
 	c.refs = append(c.refs, r)
 	return r
 }
@@ -1179,7 +1179,7 @@ func figureColname(n *pg.Node) string {
 
 func (c *compiler) addOutput(p *Plan, r *colRef, name string) {
 	col := c.column(r)
-	p.Output = append(p.Output, Output{Name: name, TypeOID: col.TypeOID, TypeMod: col.TypeMod, Source: r.src})
+	p.Output = append(p.Output, Output{Name: name, TypeOID: col.TypeOID, TypeMod: col.TypeMod, Source: int(r.src)})
 	c.outRefs = append(c.outRefs, r)
 	c.outExprs = append(c.outExprs, nil)
 }
@@ -1393,7 +1393,7 @@ func (c *compiler) order(p *Plan, list []*pg.Node) error {
 					col.Name, col.Collation.Name, col.Collation.Collate)
 			}
 		}
-		k := OrderKey{Source: r.src, Desc: sb.SortbyDir == pg.SortByDir_SORTBY_DESC, target: -1, item: item}
+		k := OrderKey{Source: int(r.src), Desc: sb.SortbyDir == pg.SortByDir_SORTBY_DESC, target: -1, item: item}
 		k.NullsFirst = nullsFirst(sb, k.Desc)
 		p.Order = append(p.Order, k)
 		c.orderRefs = append(c.orderRefs, r)

@@ -34,7 +34,7 @@ type deriver struct {
 	oids map[[2]int]uint32
 }
 
-func colKey(r *colRef) [2]int { return [2]int{r.src, r.cat} }
+func colKey(r *colRef) [2]int { return [2]int{int(r.src), int(r.cat)} }
 
 // constraints fills each source's Constraints from the filter, then
 // carries IN constraints across the joins' ON equalities (propagate).
@@ -97,8 +97,8 @@ func (c *compiler) constraints(p *Plan) {
 			dm := cols[k]
 			idx := -1
 			for _, r := range c.refs {
-				if r.src == k[0] && r.cat == k[1] {
-					idx = r.idx
+				if int(r.src) == k[0] && int(r.cat) == k[1] {
+					idx = int(r.idx)
 					break
 				}
 			}

@@ -106,7 +106,7 @@ const (
 // colRef is a column of a source. cat is its index in the catalog table;
 // idx, filled when the plan is finished, its index in Source.Columns.
 type colRef struct {
-	src, cat, idx int
+	src, cat, idx int32  // 16 bytes in all: a plan of distinct binds holds its own
 	oid           uint32 // the column's type
 }
 
