@@ -7,8 +7,8 @@ import (
 )
 
 // Plans of one shape share what does not depend on their binds: the
-// output and order slices, and a source's columns when they are the
-// table's leading ones. Plans of other shapes do not, and every plan still
+// output and order slices, each source's SourceShape, and a source's
+// columns when they are the table's leading ones. Plans of other shapes do not, and every plan still
 // describes its own query.
 func TestShapeSharing(t *testing.T) {
 	opts := DefaultOptions()
@@ -26,6 +26,7 @@ func TestShapeSharing(t *testing.T) {
 	b := compile(shape, Bind{Data: []byte("y")})
 	c := compile("SELECT id, name AS m FROM users WHERE name = $1 ORDER BY name LIMIT 3", Bind{Data: []byte("x")})
 	d := compile("SELECT id, email FROM users WHERE age = $1", Bind{Data: []byte("1")})
+	e := compile("SELECT id, name AS n FROM users u WHERE name = $1 ORDER BY name DESC LIMIT 3", Bind{Data: []byte("x")})
 	same := func(x, y unsafe.Pointer) bool { return x == y }
 	tests := []struct {
 		name      string
@@ -38,11 +39,18 @@ func TestShapeSharing(t *testing.T) {
 		{"other direction has its own Order", same(unsafe.Pointer(&a.Order[0]), unsafe.Pointer(&c.Order[0])), false},
 		{"columns with a gap are copied", same(unsafe.Pointer(&d.Sources[0].Columns[0]), unsafe.Pointer(&d.Sources[0].Table.Columns[0])), false},
 		{"binds stay the plan's own", a.Key == b.Key, false},
+		{"same shape shares a source's shape", a.Sources[0].SourceShape == b.Sources[0].SourceShape, true},
+		{"other columns have their own source shape", a.Sources[0].SourceShape == d.Sources[0].SourceShape, false},
+		{"other alias has its own source shape", a.Sources[0].SourceShape == e.Sources[0].SourceShape, false},
+		{"a source is the plan's own", a.Sources[0] == b.Sources[0], false},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
 			t.Errorf("%s: got %v, want %v", tt.name, tt.got, tt.want)
 		}
+	}
+	if got := e.Sources[0].Alias; got != "u" {
+		t.Errorf("e.Sources[0].Alias = %q, want u", got)
 	}
 	if got := c.Output[1].Name; got != "m" {
 		t.Errorf("c.Output[1].Name = %q, want m", got)
