@@ -20,7 +20,9 @@ import (
 // benchFloorEnv is set, to the address to listen on, when TestBenchS2S
 // (FRESHET_S2S_BENCH_FLOOR=1) runs this test binary again as the floor
 // writer instead of `freshet serve`; FRESHET_S2S_FLOOR_WRITERS sets how
-// many goroutines write (GOMAXPROCS unless set).
+// many goroutines write (GOMAXPROCS unless set), FRESHET_S2S_FLOOR_NODELAY=0
+// turns Nagle's algorithm back on (Go sets TCP_NODELAY, as for freshet's
+// sockets) and FRESHET_S2S_FLOOR_SNDBUF=bytes sets SO_SNDBUF.
 const benchFloorEnv = "FRESHET_S2S_FLOOR_LISTEN"
 
 // benchFloorMain is the floor of TestBenchS2S: a server that does nothing
@@ -50,7 +52,13 @@ func benchFloorMain(addr string) int {
 		fmt.Fprintf(os.Stderr, "floor: %v\n", err)
 		return 1
 	}
-	f := &benchFloor{byRow: map[int][]*floorSock{}}
+	f := &benchFloor{byRow: map[int][]*floorSock{}, nagle: os.Getenv("FRESHET_S2S_FLOOR_NODELAY") == "0"}
+	if v := os.Getenv("FRESHET_S2S_FLOOR_SNDBUF"); v != "" {
+		if f.sndbuf, err = strconv.Atoi(v); err != nil || f.sndbuf < 1 {
+			fmt.Fprintf(os.Stderr, "FRESHET_S2S_FLOOR_SNDBUF=%q: want a send buffer size in bytes\n", v)
+			return 2
+		}
+	}
 	go f.accept(ln)
 	f.start(writersN)
 	f.triggers(bufio.NewReader(os.Stdin), os.Stdout)
@@ -59,10 +67,12 @@ func benchFloorMain(addr string) int {
 
 // benchFloor is the floor writer's sockets, by the row they subscribe to.
 type benchFloor struct {
-	mu    sync.Mutex
-	byRow map[int][]*floorSock
-	jobs  []chan floorJob // one per writer
-	wg    sync.WaitGroup  // the writers' share of the transaction being written
+	mu     sync.Mutex
+	byRow  map[int][]*floorSock
+	nagle  bool            // TCP_NODELAY off
+	sndbuf int             // SO_SNDBUF; 0: the kernel's
+	jobs   []chan floorJob // one per writer
+	wg     sync.WaitGroup  // the writers' share of the transaction being written
 
 	took          []int64 // µs from each trigger's timestamp to its last write, since the last report
 	writes, short int64   // writes made; writes the socket did not take whole
@@ -140,7 +150,14 @@ func (f *benchFloor) handshake(nc net.Conn) error {
 	if _, err := nc.Write(append([]byte{0x81, 126, byte(len(acc) >> 8), byte(len(acc))}, acc...)); err != nil {
 		return err
 	}
-	rc, err := nc.(*net.TCPConn).SyscallConn()
+	tc := nc.(*net.TCPConn)
+	if f.nagle {
+		tc.SetNoDelay(false)
+	}
+	if f.sndbuf > 0 {
+		tc.SetWriteBuffer(f.sndbuf)
+	}
+	rc, err := tc.SyscallConn()
 	if err != nil {
 		return err
 	}
