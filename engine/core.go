@@ -24,12 +24,22 @@ const (
 	// ModeTouch: an Accepted without rows, then a Touched for every
 	// transaction that changed the result (a cache invalidation signal).
 	ModeTouch
+	// ModeRowsUnordered: ModeRows for a subscriber that needs no order
+	// in its first result (the shape API's snapshot has none): the
+	// Accepted of a query without ORDER BY comes in no particular order
+	// (ModeRows sorts it by key), and when the query is one table's
+	// columns (no join, aggregate or computed output), as Output.Held
+	// rather than Rows. Deltas are as in ModeRows.
+	ModeRowsUnordered
 )
 
 // String names the mode.
 func (m Mode) String() string {
-	if m == ModeTouch {
+	switch m {
+	case ModeTouch:
 		return "touch"
+	case ModeRowsUnordered:
+		return "rows-unordered"
 	}
 	return "rows"
 }
@@ -150,7 +160,8 @@ type OutputKind uint8
 // The kinds of output.
 const (
 	// OutputAccepted: the subscription is live. Rows mode: Columns and the
-	// whole result in Rows, in order (Count for a COUNT(*) query).
+	// whole result in Rows, in order (Count for a COUNT(*) query);
+	// ModeRowsUnordered: in Rows or Held, see there.
 	OutputAccepted OutputKind = iota + 1
 	// OutputDelta: the result changed in the transaction committed at LSN:
 	// Rows are upserted (by Key), Removed keys are gone, Count is the new
@@ -218,9 +229,13 @@ type Output struct {
 	Columns []query.Output // Accepted (rows mode): the result's columns
 	// Plan is, for Accepted, the subscription's compiled query: its
 	// ORDER BY, LIMIT and OFFSET describe the window Rows are.
-	Plan    *query.Plan
-	Rows    []ResultRow // Accepted: the whole result; Delta: rows upserted
-	Removed []Key       // Delta: rows removed
+	Plan *query.Plan
+	Rows []ResultRow // Accepted: the whole result; Delta: rows upserted
+	// Held is, for an Accepted in ModeRowsUnordered of a query of one
+	// table's columns without ORDER BY, the whole result as the engine
+	// holds it, in no particular order; Rows is then nil.
+	Held    HeldRows
+	Removed []Key // Delta: rows removed
 	// Order is, for a Delta of a query with ORDER BY, the keys of the whole
 	// result in order after the change; nil otherwise.
 	Order []Key

@@ -59,6 +59,7 @@ type htxn struct {
 // result, as rebuilt from the outputs, against the query evaluated over
 // the database by brute force.
 type harness struct {
+	seen    func(Output) // when set, called with every output collected
 	t       testing.TB
 	cat     *fakeCatalog
 	core    *Core
@@ -434,6 +435,9 @@ func (h *harness) collect() {
 		fmt.Fprintf(&h.out, "read %d sources=%v want=%d\n", r.ID, r.Sources, r.Want)
 	}
 	for _, o := range rd.Outputs {
+		if h.seen != nil {
+			h.seen(o)
+		}
 		h.out.WriteString(h.fmtOutput(o))
 		h.out.WriteByte('\n')
 		m := h.models[o.Sub]
@@ -450,6 +454,17 @@ func (h *harness) collect() {
 			}
 			m.accepted = true
 			m.rows = slices.Clone(o.Rows)
+			if o.Held.Len() > 0 && o.Rows != nil {
+				h.t.Errorf("sub %d: an Accepted with both Rows and Held", o.Sub)
+			}
+			for k, vals := range o.Held.All() {
+				m.rows = append(m.rows, ResultRow{Key: k, Values: slices.Clone(vals)})
+			}
+			if m.mode == ModeRowsUnordered && len(h.plans[o.Sub].Order) == 0 {
+				// In no particular order: the model keeps the result by
+				// key, as it does after a Delta of an unordered query.
+				slices.SortFunc(m.rows, func(a, b ResultRow) int { return strings.Compare(string(a.Key), string(b.Key)) })
+			}
 			m.count = o.Count
 		case OutputDelta:
 			if !m.accepted {
@@ -526,7 +541,7 @@ func (h *harness) verify() {
 	}
 	st := h.now()
 	for id, m := range h.models {
-		if m.gone || !m.accepted || m.mode != ModeRows {
+		if m.gone || !m.accepted || m.mode == ModeTouch {
 			continue
 		}
 		sb := h.core.st.subs[id]

@@ -457,9 +457,21 @@ func (v *view) accepted(s *sub, pos change.LSN) Output {
 		o.Rows = v.countRows()
 		return o
 	}
-	es := v.entries()
+	unordered := s.mode == ModeRowsUnordered && !v.ordered
+	slots := v.plainSlots()
+	if unordered && slots != nil {
+		o.Held = v.heldAccepted(slots)
+		return o
+	}
+	var es []*entry
+	if unordered {
+		// No key sort: the subscriber needs no order.
+		es = slices.Collect(v.result.all())
+	} else {
+		es = v.entries()
+	}
 	o.Rows = make([]ResultRow, 0, len(es)) // a million-row result is not grown by copying
-	if slots := v.plainSlots(); slots != nil && !v.ordered {
+	if slots != nil && !v.ordered {
 		// Each row's values decoded straight from the held row into
 		// arrays shared by acceptedChunk rows, not a source row and a
 		// projection of it per row.

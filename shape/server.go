@@ -248,7 +248,7 @@ func (srv *Server) resubscribe(s *Shape) {
 
 // subscribe registers s's query with the engine.
 func (srv *Server) subscribe(ctx context.Context, s *Shape) error {
-	id, ref, err := srv.cfg.Engine.Subscribe(ctx, shapeSQL(s.def, s.lay.cols), textBinds(s.def.Params), engine.ModeRows, s)
+	id, ref, err := srv.cfg.Engine.Subscribe(ctx, shapeSQL(s.def, s.lay.cols), textBinds(s.def.Params), engine.ModeRowsUnordered, s)
 	if err != nil {
 		return fmt.Errorf("subscribe: %w", err)
 	}

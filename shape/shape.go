@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -170,7 +171,7 @@ type snapJob struct {
 	base  uint64
 	at    Offset
 	rows  []entry
-	first bool // the initial snapshot (the engine's order, not sorted)
+	first bool // the initial snapshot (the Accepted's order: none)
 }
 
 // dir is the shape's directory.
@@ -229,35 +230,53 @@ func (s *Shape) Send(out engine.Output) {
 	}
 }
 
-// newEntry renders a result row of the engine (its values and key) into
+// newEntry renders a result row of the engine (its key and values) into
 // an entry.
-func (s *Shape) newEntry(rr engine.ResultRow, sc *scratch) (entry, error) {
+func (s *Shape) newEntry(key engine.Key, vals []any, sc *scratch) (entry, error) {
 	sc.reset()
 	for i, c := range s.lay.cols {
-		if i >= len(rr.Values) || rr.Values[i] == nil {
+		if i >= len(vals) || vals[i] == nil {
 			sc.null()
 			continue
 		}
-		b, err := s.srv.render.appendText(sc.vals, c.typ, rr.Values[i])
+		b, err := s.srv.render.appendText(sc.vals, c.typ, vals[i])
 		if err != nil {
 			return entry{}, err
 		}
 		sc.vals = b
 		sc.ended()
 	}
-	return sc.entry(sc.electricKey(s.lay), string(rr.Key)), nil
+	return sc.entry(sc.electricKey(s.lay), string(key)), nil
+}
+
+// acceptedRows are an Accepted's rows, in no particular order: the
+// engine's held rows, decoded one at a time (the shape subscribes in
+// engine.ModeRowsUnordered), or its Rows for a query it cannot hand over
+// held.
+func acceptedRows(out engine.Output) (int, iter.Seq2[engine.Key, []any]) {
+	if out.Rows == nil {
+		return out.Held.Len(), out.Held.All()
+	}
+	return len(out.Rows), func(yield func(engine.Key, []any) bool) {
+		for _, rr := range out.Rows {
+			if !yield(rr.Key, rr.Values) {
+				return
+			}
+		}
+	}
 }
 
 func (s *Shape) acceptedLocked(out engine.Output) {
-	fresh := newRowSet(len(out.Rows), false)
+	n, all := acceptedRows(out)
+	fresh := newRowSet(n, false)
 	var order []entry
 	first := len(s.gens) == 0 && !s.snapPendingLocked()
 	if first {
-		order = make([]entry, 0, len(out.Rows))
+		order = make([]entry, 0, n)
 	}
 	var sc scratch
-	for _, rr := range out.Rows {
-		e, err := s.newEntry(rr, &sc)
+	for k, vals := range all {
+		e, err := s.newEntry(k, vals, &sc)
 		if err != nil {
 			s.failLocked(500, err.Error())
 			return
@@ -281,7 +300,7 @@ func (s *Shape) acceptedLocked(out engine.Output) {
 	}
 	// A result again (after a restart or a retryable end): what changed
 	// meanwhile is appended as ordinary changes at the result's position,
-	// in the engine's key order.
+	// in the engine's key order (the Accepted has none: sorted here).
 	lsn := uint64(out.LSN)
 	var ops []op
 	old := &s.rows
@@ -370,7 +389,7 @@ func (s *Shape) deltaLocked(out engine.Output) {
 		}
 		s.rows.del(string(k))
 		if i, ok := keyTo[k]; ok {
-			ne, err := s.newEntry(out.Rows[i], &sc)
+			ne, err := s.newEntry(out.Rows[i].Key, out.Rows[i].Values, &sc)
 			if err != nil {
 				s.renderFailedLocked(err)
 				return
@@ -390,7 +409,7 @@ func (s *Shape) deltaLocked(out engine.Output) {
 		if paired != nil && paired[i] {
 			continue
 		}
-		e, err := s.newEntry(rr, &sc)
+		e, err := s.newEntry(rr.Key, rr.Values, &sc)
 		if err != nil {
 			s.renderFailedLocked(err)
 			return
