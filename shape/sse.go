@@ -3,6 +3,7 @@ package shape
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -14,7 +15,9 @@ import (
 // serveSSE streams the log from the request's offset as server-sent
 // events: one `data:` event per message, an up-to-date after each batch
 // that reaches the shape's end, a keep-alive comment after SSEKeepAlive
-// without one, until SSETimeout.
+// without one, until SSETimeout. A shape that goes away ends the stream
+// between events; a pass that fails once its bytes may be on the wire
+// aborts the response (see writeEvents).
 func (srv *Server) serveSSE(w http.ResponseWriter, r *http.Request, s *Shape, req *request, handle string) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
@@ -52,7 +55,16 @@ func (srv *Server) serveSSE(w http.ResponseWriter, r *http.Request, s *Shape, re
 		}
 		wrote, err := writeEvents(w, loc, res, seen)
 		if err != nil {
-			return
+			var re sseReadError
+			if errors.As(err, &re) {
+				srv.log.Error("shape: an SSE response could not read what it was sending; it ends unfinished", "handle", handle, "err", err)
+			}
+			// Part of an event may have gone out: the response ends
+			// without its closing chunk, so that neither the client
+			// nor a cache on the way takes it for a whole response
+			// (Electric's client drops the events after its last
+			// up-to-date and asks again from there).
+			panic(http.ErrAbortHandler)
 		}
 		if !res.wait && (loc != nil || len(res.msgs) > 0) {
 			off = res.end
@@ -116,16 +128,16 @@ func writeEvents(w io.Writer, loc *chunkLoc, res chunkResult, seen uint64) (wrot
 	if loc != nil {
 		f, err := os.Open(loc.file)
 		if err != nil {
-			return false, err // the generation was collected meanwhile
+			return false, sseReadError{err} // the generation was collected meanwhile
 		}
 		defer f.Close()
 		fr := sseFramer{out: out}
 		n, err := io.CopyBuffer(&fr, io.NewSectionReader(f, loc.r[0], loc.r[1]), b.rd)
 		if err != nil {
-			return false, err
+			return false, sseReadError{err} // the framer never fails: out's errors come with its Flush
 		}
 		if n != loc.r[1] {
-			return false, errors.New("shape: a snapshot chunk is shorter than its generation says: " + loc.file)
+			return false, sseReadError{fmt.Errorf("%d of the %d bytes its generation says the chunk at %d holds: %s", n, loc.r[1], loc.r[0], loc.file)}
 		}
 		fr.finish()
 		wrote = fr.events > 0
@@ -144,6 +156,13 @@ func writeEvents(w io.Writer, loc *chunkLoc, res chunkResult, seen uint64) (wrot
 	}
 	return wrote, out.Flush()
 }
+
+// sseReadError is a failure to read what an SSE response was sending (a
+// snapshot chunk), as opposed to a failure to write it to the client.
+type sseReadError struct{ err error }
+
+func (e sseReadError) Error() string { return "read snapshot chunk: " + e.err.Error() }
+func (e sseReadError) Unwrap() error { return e.err }
 
 // sseFramer turns a snapshot chunk (JSON messages joined by commas) into
 // events as its bytes go by: "data: " before each message, a blank line
