@@ -54,8 +54,11 @@
 // parameters (Plan.Args). A plan keeps no parse tree: Render parses
 // Plan.Normalized again (the compiled tree as the deparser printed it) and
 // changes that. What depends only on a query's shape is shared between
-// plans of that shape: the output and order slices, and a source's columns
-// when they are its table's leading ones (the catalog's own slice).
+// plans of that shape: the output and order slices, each source's
+// SourceShape (its table, join, columns and On; a Source adds only its
+// Constraints and a subquery's filter, which depend on the binds), and a
+// source's columns when they are its table's leading ones (the catalog's
+// own slice).
 //
 // # Semantics
 //
