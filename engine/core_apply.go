@@ -337,7 +337,7 @@ func (s *state) finish(lsn change.LSN) {
 		}
 		changed.h = h
 		if changed.after != nil {
-			h.rowVals = changed.tb.encode(changed.after)
+			changed.tb.setVals(h, changed.key, changed.after)
 		}
 	}
 	slices.SortFunc(s.dirty, func(a, b *view) int { return cmpU64(a.id, b.id) })
@@ -443,6 +443,13 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		changed := s.overlay[rowRef{tb.oid, k}]
 		if changed == nil || changed.after == nil {
 			continue
+		}
+		if h := changed.h; h != nil && h.ent.row != nil {
+			// The row's own copy of the key, the same bytes: one taken
+			// before the row's new values would keep the old ones
+			// (keyed) in the entries made here.
+			k = h.ent.key
+			nexts[i].key = k
 		}
 		// A plain view keeps only the projection: its query.Row is
 		// scratch.

@@ -893,7 +893,8 @@ func (s *state) landJoin(v *view) {
 			vals := readRows[i][k]
 			h := tb.held(k)
 			if h == nil {
-				h = &heldRow{rowVals: tb.encode(vals)}
+				h = &heldRow{}
+				tb.setVals(h, k, vals)
 				tb.hold(k, h)
 			} else {
 				tb.mergeHeld(h, tb.encode(vals))

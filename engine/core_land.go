@@ -144,6 +144,7 @@ func (s *state) landRead(r *read) {
 		if plain && !rs.ordered {
 			// One map operation: a key read twice keeps its last row,
 			// as remove and insert would.
+			// k and rv are one allocation (encodeKeyed, keyedHeld).
 			h := &heldRow{rowVals: rv}
 			rs.results().put(h.entry(k))
 			return
@@ -173,7 +174,7 @@ func (s *state) landRead(r *read) {
 		}
 		vals := vs.layoutRow(row[0])
 		if k, ok := tb.keyOf(vals); ok {
-			add(k, tb.encode(vals))
+			add(tb.encodeKeyed(k, vals))
 		}
 	}
 	identity := vs.identityLayout()
@@ -186,7 +187,7 @@ func (s *state) landRead(r *read) {
 		if !identity {
 			rv = relayout(rv, at, &scratch)
 		}
-		if k, ok := tb.keyOfHeld(rv); ok {
+		if k, rv, ok := tb.keyedHeld(rv); ok {
 			add(k, rv)
 		}
 	}
@@ -223,14 +224,14 @@ func (s *state) landRead(r *read) {
 				return false
 			}
 			keep, hold := v.clockEval(q)
-			rv := tb.encode(newVals)
+			k, rv := tb.encodeKeyed(newKey, newVals)
 			switch {
 			case keep:
-				readRows[newKey] = rv
-				rs.insert(rs.newEntry(newKey, &heldRow{rowVals: rv}, v))
+				readRows[k] = rv
+				rs.insert(rs.newEntry(k, &heldRow{rowVals: rv}, v))
 			case hold:
-				readRows[newKey] = rv
-				pend[newKey] = rv
+				readRows[k] = rv
+				pend[k] = rv
 			}
 			return true
 		}
@@ -240,11 +241,11 @@ func (s *state) landRead(r *read) {
 				if !loaded(q) {
 					return false
 				}
-				rv := tb.encode(newVals)
+				k, rv := tb.encodeKeyed(newKey, newVals)
 				if !plain {
-					readRows[newKey] = rv
+					readRows[k] = rv
 				}
-				rs.insert(rs.newEntry(newKey, &heldRow{rowVals: rv}, v))
+				rs.insert(rs.newEntry(k, &heldRow{rowVals: rv}, v))
 			}
 		}
 		return true

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/freshetdb/freshet/change"
@@ -32,6 +33,47 @@ type heldRow struct {
 	// or LIMIT (such an entry is only a key and the row, so one serves
 	// them all).
 	ent entry
+}
+
+// encoded returns the row's values as encoded (rowVals.enc), for code
+// that renders a held row from its bytes: one accessor, so that where a
+// row's bytes are kept may change without such readers.
+func (r *heldRow) encoded() string { return r.enc }
+
+// keyed returns key and rv's encoding for holding: copies in one
+// allocation (key's bytes, then the encoding's) when that takes less
+// heap than the two apart (sharesAlloc), else key copied alone and rv as
+// it is. A row's key taken elsewhere (an ordered or join view's entry, a
+// transaction's overlay) keeps the allocation, with the encoding the row
+// had then, until it is dropped.
+func keyed(key string, rv rowVals) (string, rowVals) {
+	if !sharesAlloc(len(key), len(rv.enc)) {
+		return strings.Clone(key), rv
+	}
+	b := make([]byte, 0, len(key)+len(rv.enc))
+	s := string(append(append(b, key...), rv.enc...))
+	return s[:len(key)], rowVals{enc: s[len(key):], boxes: rv.boxes}
+}
+
+// setVals gives h, the row of key, the values vals (keyed with its key);
+// h's entry takes the key's new copy (the same bytes: the sets holding
+// the entry need no change).
+func (tb *table) setVals(h *heldRow, key string, vals []any) {
+	var k string
+	k, h.rowVals = tb.encodeKeyed(key, vals)
+	h.ent.key, h.ent.row = k, h
+}
+
+// encodeKeyed encodes a layout row for holding under key, in one
+// allocation with the key as keyed does (else key is returned as it is).
+func (tb *table) encodeKeyed(key string, vals []any) (string, rowVals) {
+	var k string
+	var rv rowVals
+	b := append(tb.encBuf[:0], key...)
+	if k, rv, tb.encBuf = encodeAfter(b, vals, len(key)); k == "" {
+		k = key
+	}
+	return k, rv
 }
 
 // held returns the held row of key, or nil.
@@ -403,7 +445,7 @@ func (tb *table) mergeHeld(h *heldRow, src rowVals) {
 	if h.enc == src.enc && h.boxes == nil && src.boxes == nil {
 		return
 	}
-	h.rowVals = tb.encode(merge(h.values(), src.values()))
+	tb.setVals(h, h.ent.key, merge(h.values(), src.values()))
 }
 
 // missing reports whether a change's row lacks values (unchanged TOAST,
@@ -417,8 +459,9 @@ func missing(row change.Row) bool {
 	return false
 }
 
-// keyOfHeld is keyOf for an encoded row.
-func (tb *table) keyOfHeld(rv rowVals) (string, bool) {
+// keyOfHeldBuf is keyOf for an encoded row: it builds the key in
+// tb.keyBuf and returns it (valid until the next key is built).
+func (tb *table) keyOfHeldBuf(rv rowVals) ([]byte, bool) {
 	b := tb.keyBuf[:0]
 	for _, slot := range tb.key {
 		if i := rv.find(slot); i >= 0 && rv.enc[i] == tagInt {
@@ -430,12 +473,23 @@ func (tb *table) keyOfHeld(rv rowVals) (string, bool) {
 		}
 		x := rv.val(slot)
 		if isUnloaded(x) {
-			return "", false
+			return nil, false
 		}
 		b = query.AppendKey(b, tb.cols[slot].typeOID, x)
 	}
 	tb.keyBuf = b
-	return string(b), true
+	return b, true
+}
+
+// keyedHeld returns the key of an encoded row and the row, in one
+// allocation when keyed shares one, without allocating the key alone.
+func (tb *table) keyedHeld(rv rowVals) (string, rowVals, bool) {
+	b, ok := tb.keyOfHeldBuf(rv)
+	if !ok {
+		return "", rowVals{}, false
+	}
+	k, rv := keyed(unsafe.String(unsafe.SliceData(b), len(b)), rv)
+	return k, rv, true
 }
 
 // identityLayout reports whether the source's columns are the table's

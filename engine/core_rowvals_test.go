@@ -157,3 +157,38 @@ func TestDecodeFast(t *testing.T) {
 		}
 	}
 }
+
+// TestSharesAlloc pins when a held row's key and encoding share one
+// allocation: a narrow row's do (8 and 35 bytes fit the 48-byte class the
+// encoding takes alone), a row whose two would cross into the next class
+// does not (8 and 285 bytes: 320 against 288 and 8), nor one that saves
+// nothing (9 and 29 bytes: 48 against 16 and 32).
+func TestSharesAlloc(t *testing.T) {
+	for _, c := range []struct{ n, want int }{{1, 8}, {8, 8}, {9, 16}, {35, 48}, {43, 48}, {285, 288}, {293, 320}, {32 << 10, 32 << 10}, {33 << 10, 40 << 10}} {
+		if got := allocSize(c.n); got != c.want {
+			t.Errorf("allocSize(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+	if !sharesAlloc(8, 35) {
+		t.Errorf("sharesAlloc(8, 35) = false, want true")
+	}
+	if sharesAlloc(8, 285) {
+		t.Errorf("sharesAlloc(8, 285) = true, want false")
+	}
+	if sharesAlloc(9, 29) { // 48 B either way: an update would allocate 16 B more
+		t.Errorf("sharesAlloc(9, 29) = true, want false")
+	}
+}
+
+// TestKeyedHeld checks that a held row's key and encoding read back the
+// same whether or not they share an allocation.
+func TestKeyedHeld(t *testing.T) {
+	for _, pad := range []int{0, 250, 40 << 10} {
+		vals := []any{int64(7), strings.Repeat("p", pad), nil}
+		rv, _ := encodeVals(nil, vals)
+		k, got := keyed("key-7", rv)
+		if k != "key-7" || got.enc != rv.enc {
+			t.Errorf("pad %d: keyed = %q, %q; want %q, %q", pad, k, got.enc, "key-7", rv.enc)
+		}
+	}
+}

@@ -98,6 +98,11 @@ func (rs *resultSet) newEntry(k string, h *heldRow, v *view) *entry {
 	if !rs.ordered {
 		return h.entry(k)
 	}
+	if h.ent.row != nil {
+		// The row's own copy of the key: one taken before an update
+		// would keep the row's old encoding (keyed).
+		k = h.ent.key
+	}
 	e := &entry{key: k, row: h}
 	e.setEntered(query.Row{h.pick(v.srcs[0].col)})
 	return e

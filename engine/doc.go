@@ -23,6 +23,9 @@
 //     value per slot, unloaded when no view asked for it.
 //   - row values: a held row's values encoded in one immutable string, a
 //     tag and an exact payload per slot (rowVals, core_rowvals.go).
+//     A held row's key and values share one allocation when that takes
+//     less heap than two (keyed, core_rows.go); heldRow.encoded reads
+//     a held row's bytes.
 //   - overlay: the rows the transaction being applied has changed so far,
 //     as it left them, over the held rows; they become the held rows when
 //     the transaction settles (overlayRow, core_apply.go).
