@@ -183,32 +183,34 @@ type keepalive struct {
 	ReplyRequested bool
 }
 
-// parseCopyData parses a CopyData payload from the walsender: exactly one
-// of the results is set.
-func parseCopyData(b []byte) (*xlogData, *keepalive, error) {
+// parseCopyData parses a CopyData payload from the walsender: a keepalive
+// (ka set), an error, or else XLogData (x). x is a value, not a pointer,
+// so the receiver's copy of it stays off the heap: one allocation per
+// message otherwise.
+func parseCopyData(b []byte) (x xlogData, ka *keepalive, err error) {
 	if len(b) == 0 {
-		return nil, nil, errors.New("parse replication message: empty CopyData")
+		return x, nil, errors.New("parse replication message: empty CopyData")
 	}
 	switch b[0] {
 	case 'w':
 		if len(b) < 25 {
-			return nil, nil, fmt.Errorf("parse XLogData: %d bytes, want at least 25", len(b))
+			return x, nil, fmt.Errorf("parse XLogData: %d bytes, want at least 25", len(b))
 		}
-		return &xlogData{
+		return xlogData{
 			WALStart:     change.LSN(binary.BigEndian.Uint64(b[1:])),
 			ServerWALEnd: change.LSN(binary.BigEndian.Uint64(b[9:])),
 			Data:         b[25:],
 		}, nil, nil
 	case 'k':
 		if len(b) < 18 {
-			return nil, nil, fmt.Errorf("parse keepalive: %d bytes, want 18", len(b))
+			return x, nil, fmt.Errorf("parse keepalive: %d bytes, want 18", len(b))
 		}
-		return nil, &keepalive{
+		return x, &keepalive{
 			ServerWALEnd:   change.LSN(binary.BigEndian.Uint64(b[1:])),
 			ReplyRequested: b[17] != 0,
 		}, nil
 	default:
-		return nil, nil, fmt.Errorf("parse replication message: unknown type %q", b[0])
+		return x, nil, fmt.Errorf("parse replication message: unknown type %q", b[0])
 	}
 }
 
