@@ -1,6 +1,10 @@
 package engine
 
-import "iter"
+import (
+	"iter"
+	"math/bits"
+	"unsafe"
+)
 
 // HeldRows is an Accepted's result as the engine holds it: each row's key
 // and its encoded values, decoded only as a subscriber ranges over them,
@@ -48,5 +52,58 @@ func (v *view) heldAccepted(slots []int) HeldRows {
 	for e := range v.result.all() {
 		h.rows = append(h.rows, heldResult{e.key, e.row.rowVals})
 	}
+	h.rows = inMemoryOrder(h.rows)
 	return h
+}
+
+// inMemoryOrder returns rows ordered by where their encodings are in memory,
+// which is about the order a read made them in: the result set's own
+// order is its hashes', so a subscriber ranging over a million rows in
+// it would miss the cache on nearly every row and key it reads (in the
+// cold 1M-row shape sync that cost more than the key sort it replaced).
+// A radix sort of the addresses, 11 bits a pass over the bits in which
+// they differ, so about three passes for a result of a few hundred MB.
+func inMemoryOrder(rows []heldResult) []heldResult {
+	if len(rows) < 2 {
+		return rows
+	}
+	addr := make([]uint64, len(rows))
+	lo, hi := ^uint64(0), uint64(0)
+	for i, r := range rows {
+		a := uint64(uintptr(unsafe.Pointer(unsafe.StringData(r.rv.enc)))) >> 3
+		addr[i] = a
+		lo, hi = min(lo, a), max(hi, a)
+	}
+	for i := range addr {
+		addr[i] -= lo
+	}
+	const digit = 11
+	idx := make([]uint32, len(rows))
+	for i := range idx {
+		idx[i] = uint32(i)
+	}
+	tmp := make([]uint32, len(rows))
+	var count [1 << digit]int
+	for shift := 0; shift < bits.Len64(hi-lo); shift += digit {
+		clear(count[:])
+		for _, i := range idx {
+			count[addr[i]>>shift&(1<<digit-1)]++
+		}
+		at := 0
+		for d, c := range count {
+			count[d] = at
+			at += c
+		}
+		for _, i := range idx {
+			d := addr[i] >> shift & (1<<digit - 1)
+			tmp[count[d]] = i
+			count[d]++
+		}
+		idx, tmp = tmp, idx
+	}
+	sorted := make([]heldResult, len(rows))
+	for j, i := range idx {
+		sorted[j] = rows[i]
+	}
+	return sorted
 }

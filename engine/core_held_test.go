@@ -1,7 +1,12 @@
 package engine
 
 import (
+	"math/rand"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"unsafe"
 )
 
 // TestAcceptedUnordered: a ModeRowsUnordered subscriber's Accepted holds
@@ -84,5 +89,37 @@ func TestAcceptedHeldForm(t *testing.T) {
 	}
 	if held[ModeRows] != 0 || rows[ModeRows] != 2 {
 		t.Errorf("ModeRows: Held %d, Rows %d; want 0, 2", held[ModeRows], rows[ModeRows])
+	}
+}
+
+// TestInMemoryOrder: the rows come back once each, by the address of
+// their encodings, whatever order they were in (the radix sort's passes
+// over addresses that differ in low and high bits).
+func TestInMemoryOrder(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for _, n := range []int{0, 1, 2, 3, 1000, 50_000} {
+		// One backing string: the encodings are its substrings, at
+		// addresses far apart and close together.
+		back := strings.Repeat("x", 8*n+1)
+		rows := make([]heldResult, n)
+		for i := range rows {
+			at := rng.Intn(len(back))
+			rows[i] = heldResult{key: strconv.Itoa(i), rv: rowVals{enc: back[at:]}}
+		}
+		got := inMemoryOrder(slices.Clone(rows))
+		if len(got) != n {
+			t.Fatalf("%d rows: got %d", n, len(got))
+		}
+		addr := func(r heldResult) uintptr { return uintptr(unsafe.Pointer(unsafe.StringData(r.rv.enc))) }
+		seen := map[string]bool{}
+		for i, r := range got {
+			if seen[r.key] {
+				t.Fatalf("%d rows: row %s twice", n, r.key)
+			}
+			seen[r.key] = true
+			if i > 0 && addr(got[i-1])>>3 > addr(r)>>3 {
+				t.Fatalf("%d rows: at %d, address %#x after %#x", n, i, addr(r), addr(got[i-1]))
+			}
+		}
 	}
 }

@@ -89,6 +89,19 @@ func fetchAll(t *testing.T, base, table string) (int, int64) {
 var insertMark = []byte(`"operation":"insert"`)
 
 // countRows reads r to its end through buf, counting insert messages
+// bigEnv is an env with the table `big` of SHAPE_BENCH_ROWS rows (a
+// million by default): id int PRIMARY KEY, title text, n int, at
+// timestamptz.
+func bigEnv(t *testing.T, cfg func(*shape.Config)) (*env, int) {
+	n := 1_000_000
+	if s := os.Getenv("SHAPE_BENCH_ROWS"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	e := newEnv(t, fmt.Sprintf(`CREATE TABLE big (id int PRIMARY KEY, title text, n int, at timestamptz);
+		INSERT INTO big SELECT i, 'title of row ' || i, i %% 1000, '2026-01-01'::timestamptz + i * interval '1 second' FROM generate_series(1, %d) i; ANALYZE big`, n), cfg)
+	return e, n
+}
+
 // (a mark split between two reads is counted once).
 func countRows(r io.Reader, buf []byte) (int64, int, error) {
 	var n int64
@@ -114,12 +127,7 @@ func countRows(r io.Reader, buf []byte) (int64, int, error) {
 
 func TestBenchInitialSync(t *testing.T) {
 	benchOnly(t)
-	n := 1_000_000
-	if s := os.Getenv("SHAPE_BENCH_ROWS"); s != "" {
-		n, _ = strconv.Atoi(s)
-	}
-	e := newEnv(t, fmt.Sprintf(`CREATE TABLE big (id int PRIMARY KEY, title text, n int, at timestamptz);
-		INSERT INTO big SELECT i, 'title of row ' || i, i %% 1000, '2026-01-01'::timestamptz + i * interval '1 second' FROM generate_series(1, %d) i; ANALYZE big`, n), func(c *shape.Config) { c.LongPoll = 20 * time.Second })
+	e, n := bigEnv(t, func(c *shape.Config) { c.LongPoll = 20 * time.Second })
 	ctx := context.Background()
 	copyRows := func() (time.Duration, int64) {
 		var b int64
@@ -455,3 +463,68 @@ func TestBenchEngineOnly(t *testing.T) {
 type countSink struct{ n int }
 
 func (c *countSink) Send(engine.Output) { c.n++ }
+
+// TestBenchHydrationFloor: what a cold sync of TestBenchInitialSync's
+// table cannot go below, each step alone, in turn: PostgreSQL's read of
+// the rows in binary with nothing decoded (the read's own cost), the
+// engine's hydration of the same query (the read decoded and landed in
+// the engine, an Accepted without rows: touch mode), and the same in
+// ModeRowsUnordered (the Accepted's held rows ranged over and decoded, as
+// the shape does, without rendering).
+func TestBenchHydrationFloor(t *testing.T) {
+	benchOnly(t)
+	e, n := bigEnv(t, nil)
+	ctx := context.Background()
+	const sql = `SELECT "id", "title", "n", "at" FROM "public"."big"`
+	start := time.Now()
+	rr := e.conn.PgConn().ExecParams(ctx, sql, nil, nil, nil, []int16{1})
+	rows := 0
+	for rr.NextRow() {
+		rows++
+	}
+	if _, err := rr.Close(); err != nil || rows != n {
+		t.Fatalf("read: %d rows, %v", rows, err)
+	}
+	read := time.Since(start)
+	hydrate := func(mode engine.Mode) time.Duration {
+		sink := &floorSink{done: make(chan int, 1)}
+		start := time.Now()
+		id, ref, err := e.eng.Subscribe(ctx, sql, nil, mode, sink)
+		if err != nil || ref != nil {
+			t.Fatal(err, ref)
+		}
+		got := <-sink.done
+		d := time.Since(start)
+		if err := e.eng.Unsubscribe(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if mode != engine.ModeTouch && got != n {
+			t.Fatalf("%v: %d rows, want %d", mode, got, n)
+		}
+		return d
+	}
+	touch := hydrate(engine.ModeTouch)
+	held := hydrate(engine.ModeRowsUnordered)
+	t.Logf("%d rows: PostgreSQL's read alone (binary, not decoded) %v; the engine's hydration (touch mode) %v; with the held rows decoded (ModeRowsUnordered) %v; load %s",
+		n, read.Round(time.Millisecond), touch.Round(time.Millisecond), held.Round(time.Millisecond), loadAvg())
+}
+
+// floorSink counts an Accepted's rows, decoding each held row (-1: the
+// subscription was refused or ended).
+type floorSink struct{ done chan int }
+
+func (f *floorSink) Send(o engine.Output) {
+	switch o.Kind {
+	case engine.OutputRefused, engine.OutputEnded:
+		f.done <- -1
+		return
+	case engine.OutputAccepted:
+	default:
+		return
+	}
+	rows := len(o.Rows)
+	for range o.Held.All() {
+		rows++
+	}
+	f.done <- rows
+}
