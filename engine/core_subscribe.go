@@ -192,7 +192,13 @@ func (s *state) killView(v *view) {
 			delete(s.reads, r.id)
 		}
 	}
-	s.releaseResult(v, &v.resultSet)
+	if !s.soleReader(v) {
+		// (A sole reader's rows are all the table holds, and the table
+		// goes with the view below: they are dropped with it rather than
+		// released one by one, a lookup and a removal each, 0.3 s of
+		// CPU for a million rows.)
+		s.releaseResult(v, &v.resultSet)
+	}
 	if v.clk != nil {
 		s.releasePending(v, v.clk.pending)
 		v.clk.pending = nil
@@ -216,6 +222,18 @@ func (s *state) killView(v *view) {
 		}
 	}
 	s.trimLog()
+}
+
+// soleReader reports whether v is a single-table view whose source is
+// the only one reading its table, outside a transaction (the overlay
+// refers to held rows until the transaction settles).
+func (s *state) soleReader(v *view) bool {
+	if v.isJoin() || len(v.srcs) != 1 || len(s.overlay) > 0 {
+		return false
+	}
+	vs := v.srcs[0]
+	_, ok := vs.t.srcs[vs]
+	return ok && len(vs.t.srcs) == 1
 }
 
 // release drops vs's hold on row h (key k of tb), forgetting the row when

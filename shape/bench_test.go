@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -527,4 +528,70 @@ func (f *floorSink) Send(o engine.Output) {
 		rows++
 	}
 	f.done <- rows
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestBenchUnsubscribe: what ending a big shape costs. A shape of
+// SHAPE_BENCH_ROWS rows (1,000,000 by default) is synced, then deleted
+// (DELETE /v1/shape, as an expiry or an out-of-scope end forgets it);
+// the CPU time of the process is read from the DELETE until the
+// engine's subscription is gone and the shape's files are removed, and
+// again after a forced collection (the freed rows' share of the GC).
+// SHAPE_BENCH_CPUPROFILE=<file> profiles that window.
+func TestBenchUnsubscribe(t *testing.T) {
+	benchOnly(t)
+	n := 1_000_000
+	if s := os.Getenv("SHAPE_BENCH_ROWS"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	e := newEnv(t, fmt.Sprintf(`CREATE TABLE big (id int PRIMARY KEY, n int, t text);
+		INSERT INTO big SELECT i, i, 'row ' || i FROM generate_series(1, %d) i`, n),
+		func(c *shape.Config) { c.AllowDeletion = true })
+	t0 := time.Now()
+	h, _, ok := syncShape(&http.Client{Timeout: 10 * time.Minute}, e.url, "table=big")
+	if !ok {
+		t.Fatal("never up to date")
+	}
+	t.Logf("%d-row shape synced in %v (load %s)", n, time.Since(t0).Round(time.Millisecond), loadAvg())
+	dir := filepath.Join(e.cfg.DataDir, h)
+	ctx := context.Background()
+	runtime.GC()
+	if path := os.Getenv("SHAPE_BENCH_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	c0, w0 := cpuTime(), time.Now()
+	if r := e.do("DELETE", qs("table", "big", "handle", h), nil, ""); r.code != 202 && r.code != 200 && r.code != 204 {
+		t.Fatalf("DELETE: %d %s", r.code, r.body)
+	}
+	for {
+		st, err := e.eng.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(dir); st.Subs == 0 && os.IsNotExist(err) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c1, w1 := cpuTime(), time.Now()
+	runtime.GC()
+	c2 := cpuTime()
+	runtime.ReadMemStats(&m1)
+	t.Logf("unsubscribing the %d-row shape: %v of CPU, %v of wall time; with a forced GC after, %v of CPU; live heap %d -> %d MB (load %s)",
+		n, (c1 - c0).Round(time.Millisecond), w1.Sub(w0).Round(time.Millisecond), (c2 - c0).Round(time.Millisecond), m0.HeapAlloc>>20, m1.HeapAlloc>>20, loadAvg())
 }
