@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -66,9 +65,7 @@ func median(v []float64) float64 {
 
 // runBenchTail implements the hidden `freshet bench-tail`.
 func (m *Main) runBenchTail(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("freshet bench-tail", flag.ContinueOnError)
-	var flagOut bytes.Buffer
-	fs.SetOutput(&flagOut)
+	fs := m.newCommandFlags("bench-tail", "freshet bench-tail", benchTailUsage)
 	var (
 		small    = fs.Int("small", 200000, "number of small transactions in workload (a)")
 		large    = fs.Int("large", 1000000, "rows of the single large transaction in workload (b)")
@@ -81,16 +78,10 @@ func (m *Main) runBenchTail(ctx context.Context, args []string) error {
 		extra    = fs.String("tail-args", "", "extra flags for freshet tail, space-separated (e.g. \"--heartbeat 0\")")
 		base     = fs.String("compare", "", "a second freshet binary (e.g. built from an older commit) timed in the same run, on slots of its own")
 	)
-	fs.Usage = func() {
-		printFlags(fs, benchTailUsage)
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(m.Stdout, flagOut.String())
-			return nil
-		}
-		fmt.Fprint(m.Stderr, flagOut.String())
-		return usageError{"bench-tail: " + err.Error()}
+	if err := fs.parse(args); errors.Is(err, errHelp) {
+		return nil
+	} else if err != nil {
+		return err
 	}
 	var protoList []int
 	for _, p := range strings.Split(*protos, ",") {

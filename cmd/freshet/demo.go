@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -79,9 +77,7 @@ func (m *Main) parseDemoFlags(sub string, args []string) (*demoConfig, error) {
 	if sub != "" {
 		name += " " + sub
 	}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	var flagOut bytes.Buffer
-	fs.SetOutput(&flagOut)
+	fs := m.newCommandFlags("demo", name, demoUsage)
 	c := &demoConfig{Sub: sub}
 	fs.StringVar(&c.DSN, "dsn", os.Getenv("FRESHET_DEMO_DSN"), "use this database instead of a throwaway server (schema and seed are created when the tickets table is missing; the slot and publication are dropped on exit) ($FRESHET_DEMO_DSN)")
 	if sub != "seed" {
@@ -123,19 +119,9 @@ func (m *Main) parseDemoFlags(sub string, args []string) (*demoConfig, error) {
 		fs.DurationVar(&c.Load, "load", 5*time.Second, "how long the load runs before and after the schema change")
 		fs.DurationVar(&c.Settle, "settle", 3*time.Second, "the least time a differing pair is re-read, and the staleness assumed when the cache reports none")
 	}
-	fs.Usage = func() { printFlags(fs, demoUsage) }
-	bad := func(format string, a ...any) error {
-		fs.Usage()
-		fmt.Fprint(m.Stderr, flagOut.String())
-		return usageError{"demo: " + fmt.Sprintf(format, a...)}
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(m.Stdout, flagOut.String())
-			return nil, errHelp
-		}
-		fmt.Fprint(m.Stderr, flagOut.String())
-		return nil, usageError{"demo: " + err.Error()}
+	bad := fs.bad
+	if err := fs.parse(args); err != nil {
+		return nil, err
 	}
 	rest := fs.Args()
 	if sub == "migrate" {
@@ -147,9 +133,8 @@ func (m *Main) parseDemoFlags(sub string, args []string) (*demoConfig, error) {
 			return nil, bad("migrate %q: want widen, new-type or drop", c.Kind)
 		}
 		// Flags may follow the kind.
-		if err := fs.Parse(rest); err != nil {
-			fmt.Fprint(m.Stderr, flagOut.String())
-			return nil, usageError{"demo: " + err.Error()}
+		if err := fs.parse(rest); err != nil {
+			return nil, err
 		}
 		rest = fs.Args()
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -77,9 +76,7 @@ func busSettingsFlags(fs *flag.FlagSet) func() (bus.StreamSettings, error) {
 }
 
 func (m *Main) parseRelayFlags(args []string) (*relayConfig, error) {
-	fs := flag.NewFlagSet("freshet relay", flag.ContinueOnError)
-	var flagOut bytes.Buffer
-	fs.SetOutput(&flagOut)
+	fs := m.newCommandFlags("relay", "freshet relay", relayUsage)
 	def := pgwal.DefaultConfig()
 	var (
 		dsn         = fs.String("dsn", os.Getenv("FRESHET_DSN"), "PostgreSQL connection string of the database to follow (default $FRESHET_DSN)")
@@ -98,20 +95,10 @@ func (m *Main) parseRelayFlags(args []string) (*relayConfig, error) {
 		listen      = fs.String("listen", "", "serve /healthz, /metrics (Prometheus) and /stats (JSON) on this address, e.g. 127.0.0.1:7071; empty: none")
 		logLevel    = fs.String("log-level", "info", "log level: debug, info, warn or error")
 	)
-	settings := busSettingsFlags(fs)
-	fs.Usage = func() { printFlags(fs, relayUsage) }
-	bad := func(format string, a ...any) error {
-		fs.Usage()
-		fmt.Fprint(m.Stderr, flagOut.String())
-		return usageError{"relay: " + fmt.Sprintf(format, a...)}
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(m.Stdout, flagOut.String())
-			return nil, errHelp
-		}
-		fmt.Fprint(m.Stderr, flagOut.String())
-		return nil, usageError{"relay: " + err.Error()}
+	settings := busSettingsFlags(fs.FlagSet)
+	bad := fs.bad
+	if err := fs.parse(args); err != nil {
+		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, bad("unexpected argument %q (flags only)", fs.Arg(0))

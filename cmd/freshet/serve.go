@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -79,9 +78,7 @@ func envDefault(name, def string) string {
 // parseServeFlags turns serve's arguments and FRESHET_* variables into a
 // serveConfig. Errors are usageErrors.
 func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
-	fs := flag.NewFlagSet("freshet serve", flag.ContinueOnError)
-	var flagOut bytes.Buffer
-	fs.SetOutput(&flagOut)
+	fs := m.newCommandFlags("serve", "freshet serve", serveUsage)
 	def := pgwal.DefaultConfig()
 	s2sDef := s2s.DefaultConfig()
 	qDef := query.DefaultOptions()
@@ -104,7 +101,7 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 		tables      = str("tables", "FRESHET_TABLES", "", "comma-separated tables for a publication it creates (default: all tables)")
 		create      = str("create", "FRESHET_CREATE", "true", "create the slot and publication if they are missing")
 		token       = fs.String("token", "", "bearer token clients must present (default $FRESHET_S2S_TOKEN; prefer the variable: flags show in ps)")
-		insecure    = optBool(fs, "insecure", "serve without a token, where anyone who reaches the port can read every followed table (without a token the server refuses to start unless told this); a bool flag ($FRESHET_INSECURE)")
+		insecure    = optBool(fs.FlagSet, "insecure", "serve without a token, where anyone who reaches the port can read every followed table (without a token the server refuses to start unless told this); a bool flag ($FRESHET_INSECURE)")
 		maxConns    = num("max-connections", "FRESHET_MAX_CONNECTIONS", s2sDef.MaxConnections, "most open connections; 0 lifts the limit")
 		maxSubs     = num("max-subscriptions", "FRESHET_MAX_SUBSCRIPTIONS", s2sDef.MaxSubscriptions, "most subscriptions per connection; 0 lifts the limit")
 		maxFrame    = num("max-frame-bytes", "FRESHET_MAX_FRAME_BYTES", s2sDef.MaxFrameBytes, "largest frame read from a client; 0 lifts the limit")
@@ -141,23 +138,13 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 		shRetention = dur("shape-retention", "FRESHET_SHAPE_RETENTION", shDef.Retention, "how long a superseded shape snapshot and its log stay readable")
 		shSecret    = fs.String("shape-secret", "", "secret the shape API requires (?secret= or Authorization: Bearer; default $FRESHET_SHAPE_SECRET; prefer the variable)")
 		shTables    = str("shape-tables", "FRESHET_SHAPE_TABLES", "", "allow-list of tables (and columns) the shape API serves, e.g. public.items,users(id,name); default every table of the publication")
-		shAllowDel  = optBool(fs, "shape-allow-deletion", "allow DELETE /v1/shape; a bool flag ($FRESHET_SHAPE_ALLOW_DELETION)")
+		shAllowDel  = optBool(fs.FlagSet, "shape-allow-deletion", "allow DELETE /v1/shape; a bool flag ($FRESHET_SHAPE_ALLOW_DELETION)")
 		shPeers     = str("shape-peers", "FRESHET_SHAPE_PEERS", "", "every replica serving the shape API, http://host:port comma-separated: each shape is served by one of them (its origin), others redirect to it (docs/scale-out.md)")
 		shSelf      = str("shape-self", "FRESHET_SHAPE_SELF", "", "with --shape-peers: this replica's own address as listed there")
 	)
-	fs.Usage = func() { printFlags(fs, serveUsage) }
-	bad := func(format string, a ...any) error {
-		fs.Usage()
-		fmt.Fprint(m.Stderr, flagOut.String())
-		return usageError{"serve: " + fmt.Sprintf(format, a...)}
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(m.Stdout, flagOut.String())
-			return nil, errHelp
-		}
-		fmt.Fprint(m.Stderr, flagOut.String())
-		return nil, usageError{"serve: " + err.Error()}
+	bad := fs.bad
+	if err := fs.parse(args); err != nil {
+		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, bad("unexpected argument %q (flags only)", fs.Arg(0))
@@ -244,7 +231,7 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 	if cfg.Shape.Secret == "" {
 		cfg.Shape.Secret = os.Getenv("FRESHET_SHAPE_SECRET")
 	}
-	if cfg.Shape.AllowDeletion, err = boolFlag(fs, "shape-allow-deletion", *shAllowDel, "FRESHET_SHAPE_ALLOW_DELETION"); err != nil {
+	if cfg.Shape.AllowDeletion, err = boolFlag(fs.FlagSet, "shape-allow-deletion", *shAllowDel, "FRESHET_SHAPE_ALLOW_DELETION"); err != nil {
 		return nil, bad("%v", err)
 	}
 	if cfg.Shape.Tables, err = shape.ParseTables(*shTables); err != nil {
@@ -292,7 +279,7 @@ func (m *Main) parseServeFlags(args []string) (*serveConfig, error) {
 	if cfg.S2S.Token == "" {
 		cfg.S2S.Token = os.Getenv("FRESHET_S2S_TOKEN")
 	}
-	if cfg.Insecure, err = boolFlag(fs, "insecure", *insecure, "FRESHET_INSECURE"); err != nil {
+	if cfg.Insecure, err = boolFlag(fs.FlagSet, "insecure", *insecure, "FRESHET_INSECURE"); err != nil {
 		return nil, bad("%v", err)
 	}
 	if cfg.Engine.ReadConcurrency == 0 {

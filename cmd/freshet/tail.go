@@ -2,10 +2,8 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,9 +45,7 @@ type tailConfig struct {
 // parseTailFlags turns tail's arguments into a tailConfig. Errors are
 // usageErrors.
 func (m *Main) parseTailFlags(args []string) (*tailConfig, error) {
-	fs := flag.NewFlagSet("freshet tail", flag.ContinueOnError)
-	var flagOut bytes.Buffer
-	fs.SetOutput(&flagOut)
+	fs := m.newCommandFlags("tail", "freshet tail", tailUsage)
 	def := pgwal.DefaultConfig()
 	var (
 		dsn         = fs.String("dsn", os.Getenv("FRESHET_DSN"), "PostgreSQL connection string of the database to follow (default $FRESHET_DSN)")
@@ -67,22 +63,9 @@ func (m *Main) parseTailFlags(args []string) (*tailConfig, error) {
 		logLevel    = fs.String("log-level", "info", "log level: debug, info, warn or error")
 		cpuProfile  = fs.String("cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
 	)
-	fs.Usage = func() {
-		printFlags(fs, tailUsage)
-	}
-	bad := func(format string, a ...any) error {
-		fs.Usage()
-		fmt.Fprint(m.Stderr, flagOut.String())
-		return usageError{"tail: " + fmt.Sprintf(format, a...)}
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(m.Stdout, flagOut.String())
-			return nil, errHelp
-		}
-		// flag has already printed the error and the usage into flagOut.
-		fmt.Fprint(m.Stderr, flagOut.String())
-		return nil, usageError{"tail: " + err.Error()}
+	bad := fs.bad
+	if err := fs.parse(args); err != nil {
+		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, bad("unexpected argument %q (flags only)", fs.Arg(0))
@@ -138,10 +121,6 @@ func (m *Main) parseTailFlags(args []string) (*tailConfig, error) {
 	}
 	return cfg, nil
 }
-
-// errHelp is returned when -h was asked for: the usage went to Stdout and
-// the command exits 0.
-var errHelp = errors.New("help requested")
 
 // runTail implements `freshet tail`.
 func (m *Main) runTail(ctx context.Context, args []string) error {
