@@ -375,8 +375,9 @@ func (rv rowVals) pick(col []int) []any {
 	return out
 }
 
-// pickInto is pick into out (len(col) long); integers and timestamps are
-// boxed in sl's slabs when sl is not nil.
+// pickInto is pick into out (len(col) long); integers, strings, numerics
+// and timestamps are boxed in sl's slabs when sl is not nil (a numeric
+// parsed by slabs.numeric, as a read parses its text).
 func (rv rowVals) pickInto(out []any, col []int, sl *slabs) {
 	hi := -1
 	for _, slot := range col {
@@ -405,6 +406,16 @@ func (rv rowVals) pickInto(out []any, col []int, sl *slabs) {
 			x, _ := varint(payload, 1)
 			*p = change.Timestamp{Micros: x, Inf: int8(payload[0])}
 			out[j] = box(timestampWord, p)
+		case sl != nil && tag == tagString:
+			p := sl.strs.next()
+			*p = payload
+			out[j] = box(stringWord, p)
+		case sl != nil && tag == tagNumeric:
+			x, err := sl.decode(fastNumeric, payload)
+			if err != nil {
+				panic("engine: corrupt numeric in row encoding: " + err.Error())
+			}
+			out[j] = x
 		default:
 			out[j] = rv.decode(tag, payload)
 		}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"math/big"
 	"strings"
@@ -72,6 +73,26 @@ func TestRowValsRoundTrip(t *testing.T) {
 	}
 	if x := rv.val(len(vals)); !isUnloaded(x) {
 		t.Errorf("val past the last slot = %#v, want unloaded", x)
+	}
+	// pickInto with slabs, as an Accepted decodes its rows: the same
+	// values, of the same types.
+	all := make([]int, len(vals))
+	for i := range all {
+		all[i] = i
+	}
+	var sl slabs
+	into := make([]any, len(all))
+	rv.pickInto(into, all, &sl)
+	for i, want := range vals {
+		if isUnloaded(want) {
+			if !isUnloaded(into[i]) {
+				t.Errorf("pickInto: slot %d = %#v, want unloaded", i, into[i])
+			}
+			continue
+		}
+		if !sameValue(into[i], want) || fmt.Sprintf("%T", into[i]) != fmt.Sprintf("%T", want) {
+			t.Errorf("pickInto: slot %d = %#v, want %#v", i, into[i], want)
+		}
 	}
 	cols := []int{5, 0, len(vals) + 3, 9}
 	picked := rv.pick(cols)
