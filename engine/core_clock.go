@@ -319,9 +319,9 @@ func (s *state) internPending(v *view, pend map[string]rowVals) {
 }
 
 // acceptedAt is v's Accepted for sb at the core's position, with the
-// clock the result is exact at for a clocked view.
-func (s *state) acceptedAt(v *view, sb *sub) Output {
-	o := v.accepted(sb, s.pos)
+// clock the result is exact at for a clocked view (byKey: view.accepted's).
+func (s *state) acceptedAt(v *view, sb *sub, byKey []*entry) Output {
+	o := v.accepted(sb, s.pos, byKey)
 	if v.clk != nil {
 		o.Clock = s.clock
 	}

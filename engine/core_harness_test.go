@@ -84,6 +84,10 @@ type harness struct {
 	clock    change.Timestamp
 	clockSet bool
 	out      strings.Builder
+
+	// readOrder, when set, reorders the rows of every read answer
+	// delivers (PostgreSQL returns rows in no promised order).
+	readOrder func([]query.Row)
 }
 
 // model is what a subscriber has been told.
@@ -817,6 +821,9 @@ func (h *harness) answer(id ReadID, at change.LSN, inProgress ...uint32) {
 		rows = kept
 	}
 	complete := req.Want == 0 || int64(len(rows)) < req.Want
+	if h.readOrder != nil {
+		h.readOrder(rows)
+	}
 	h.core.ReadDone(id, ReadResult{Snapshot: snap, Rows: rows, Complete: complete})
 	h.collect()
 }

@@ -918,7 +918,7 @@ func (s *state) landJoin(v *view) {
 		s.overJoinBudget(v)
 		return
 	}
-	s.goLive(v, &old, wasRefilling)
+	s.goLive(v, &old, wasRefilling, nil)
 }
 
 // replaySource applies a replayed row change (replayTable) to a join

@@ -140,13 +140,21 @@ func (s *state) landRead(r *read) {
 	if v.clk != nil {
 		pend = make(map[string]rowVals)
 	}
+	// readOrder: a plain unordered view's entries in the read's order
+	// (goLive).
+	var readOrder []*entry
+	if plain && !rs.ordered {
+		readOrder = make([]*entry, 0, n)
+	}
 	add := func(k string, rv rowVals) {
 		if plain && !rs.ordered {
 			// One map operation: a key read twice keeps its last row,
 			// as remove and insert would.
 			// k and rv are one allocation (encodeKeyed, keyedHeld).
 			h := &heldRow{rowVals: rv}
-			rs.results().put(h.entry(k))
+			e := h.entry(k)
+			rs.results().put(e)
+			readOrder = append(readOrder, e)
 			return
 		}
 		if plain {
@@ -245,7 +253,11 @@ func (s *state) landRead(r *read) {
 				if !plain {
 					readRows[k] = rv
 				}
-				rs.insert(rs.newEntry(k, &heldRow{rowVals: rv}, v))
+				e := rs.newEntry(k, &heldRow{rowVals: rv}, v)
+				rs.insert(e)
+				if readOrder != nil {
+					readOrder = append(readOrder, e)
+				}
 			}
 		}
 		return true
@@ -264,20 +276,27 @@ func (s *state) landRead(r *read) {
 	}
 	old := v.resultSet
 	wasRefilling := v.status == viewRefilling
-	s.intern(v, &rs)
+	if readOrder != nil {
+		readOrder = liveInOrder(rs.result, readOrder)
+	}
+	s.intern(v, &rs, readOrder)
 	v.resultSet = rs
 	v.read = nil
 	if v.clk != nil {
 		s.internPending(v, pend)
 	}
-	s.goLive(v, &old, wasRefilling)
+	s.goLive(v, &old, wasRefilling, readOrder)
 }
 
 // goLive makes a view whose read landed live: a view that was refilling
 // or re-hydrating sends its subscribers what changed since the result
 // they hold (old), a view hydrating for the first time records what
 // they will be shown; then every subscriber not yet accepted is.
-func (s *state) goLive(v *view, old *resultSet, wasRefilling bool) {
+// readOrder is, for a plain view, its result's entries in the order its
+// read gave them, those of the rows replayed over it after them (nil
+// for other views): the start of the key order its subscribers are sent
+// (inKeyOrder).
+func (s *state) goLive(v *view, old *resultSet, wasRefilling bool, readOrder []*entry) {
 	if s.endEvalError(v) {
 		return
 	}
@@ -300,10 +319,14 @@ func (s *state) goLive(v *view, old *resultSet, wasRefilling bool) {
 	} else if v.ordered {
 		v.snapshotShown()
 	}
+	var byKey []*entry
 	for _, sb := range v.subs {
 		if !sb.accepted {
 			sb.accepted = true
-			s.out.Outputs = append(s.out.Outputs, s.acceptedAt(v, sb))
+			if byKey == nil && readOrder != nil && sb.mode == ModeRows && !v.ordered && v.plan.Agg == nil && !v.plan.Count {
+				byKey = inKeyOrder(readOrder)
+			}
+			s.out.Outputs = append(s.out.Outputs, s.acceptedAt(v, sb, byKey))
 		}
 	}
 }

@@ -36,7 +36,7 @@ func (s *state) subscribe(id SubID, plan *query.Plan, mode Mode) {
 	v.subs = append(v.subs, sb)
 	if v.status == viewLive {
 		sb.accepted = true
-		s.out.Outputs = append(s.out.Outputs, s.acceptedAt(v, sb))
+		s.out.Outputs = append(s.out.Outputs, s.acceptedAt(v, sb, nil))
 	}
 }
 
@@ -259,15 +259,18 @@ func (s *state) releaseResult(v *view, rs *resultSet) {
 }
 
 // intern makes the rows of a freshly built single-table result the shared
-// held rows, taking a hold on each.
-func (s *state) intern(v *view, rs *resultSet) {
+// held rows, taking a hold on each. order, when not nil, is every entry
+// of an unordered result (liveInOrder): intern ranges over it rather
+// than the result, and an entry it replaces it replaces there too.
+func (s *state) intern(v *view, rs *resultSet, order []*entry) {
 	vs := v.srcs[0]
 	tb := vs.t
 	if tb.rows.len() == 0 && rs.result.len() > 64 {
 		// The table's first rows: sized once, not grown by rehashing.
 		tb.rows.reserve(rs.result.len())
 	}
-	for e := range rs.result.all() {
+	// hold interns e, returning the result's entry for its key after.
+	hold := func(e *entry) *entry {
 		k := e.key
 		h := tb.held(k)
 		if h == nil {
@@ -278,9 +281,20 @@ func (s *state) intern(v *view, rs *resultSet) {
 			if rs.ordered {
 				e.row = h
 			} else {
-				rs.results().put(h.entry(k))
+				e = h.entry(k)
+				rs.results().put(e)
 			}
 		}
 		vs.t.addHolder(h, vs)
+		return e
+	}
+	if order != nil {
+		for i, e := range order {
+			order[i] = hold(e)
+		}
+		return
+	}
+	for e := range rs.result.all() {
+		hold(e)
 	}
 }

@@ -338,11 +338,63 @@ func (rs *resultSet) entries() []*entry {
 	return sortedByKey(rs.result)
 }
 
-// sortedByKey returns m's entries in key order. Each is sorted with the
-// first sixteen bytes of its key beside it (an integer key is 9), compared before the keys: most
-// comparisons of a large result read no key, and the rest a key
-// found by a pointer in the slice rather than through the entry.
+// sortedByKey returns m's entries in key order.
 func sortedByKey(m *entrySet) []*entry {
+	es := make([]*entry, 0, m.len())
+	for e := range m.all() {
+		es = append(es, e)
+	}
+	return sortByKey(es)
+}
+
+// liveInOrder returns the entries of order that are m's (a key's entry
+// replaced or removed since is left out), in order's order, reusing
+// order's array; nil when they are not all of m's entries.
+func liveInOrder(m *entrySet, order []*entry) []*entry {
+	es := order[:0]
+	for _, e := range order {
+		if m.get(e.key) == e {
+			es = append(es, e)
+		}
+	}
+	if len(es) != m.len() {
+		return nil
+	}
+	return es
+}
+
+// inKeyOrder sorts es, a result's entries in the order a read gave them
+// (most reads come in key order, an index's or the table's) with the
+// rows replayed over it after them, by key, and returns it: the sorted
+// run it starts with is kept, the rest sorted and merged into it, so a
+// read in key order costs a pass, not a sort.
+func inKeyOrder(es []*entry) []*entry {
+	i := 1
+	for i < len(es) && es[i-1].key < es[i].key {
+		i++
+	}
+	if i >= len(es) {
+		return es
+	}
+	head, tail := es[:i], sortByKey(slices.Clone(es[i:]))
+	out := make([]*entry, 0, len(es))
+	for len(head) > 0 && len(tail) > 0 {
+		if tail[0].key < head[0].key {
+			out, tail = append(out, tail[0]), tail[1:]
+		} else {
+			out, head = append(out, head[0]), head[1:]
+		}
+	}
+	out = append(out, head...)
+	return append(out, tail...)
+}
+
+// sortByKey sorts es by key, in place, and returns it. Each is sorted
+// with the first sixteen bytes of its key beside it (an integer key is
+// 9), compared before the keys: most comparisons of a large result read
+// no key, and the rest a key found by a pointer in the slice rather than
+// through the entry.
+func sortByKey(es []*entry) []*entry {
 	type keyed struct {
 		hi, lo uint64
 		key    string
@@ -358,8 +410,8 @@ func sortedByKey(m *entrySet) []*entry {
 		}
 		return p
 	}
-	ks := make([]keyed, 0, m.len())
-	for e := range m.all() {
+	ks := make([]keyed, 0, len(es))
+	for _, e := range es {
 		ks = append(ks, keyed{word(e.key, 0), word(e.key, 8), e.key, e})
 	}
 	slices.SortFunc(ks, func(a, b keyed) int {
@@ -375,7 +427,6 @@ func sortedByKey(m *entrySet) []*entry {
 		}
 		return 0
 	})
-	es := make([]*entry, len(ks))
 	for i := range ks {
 		es[i] = ks[i].e
 	}
@@ -446,8 +497,10 @@ func (rs *resultSet) tiesBefore(i int) bool {
 	return rs.plan.Compare(rs.list[i-1].enteredRow(), rs.list[i].enteredRow()) == 0
 }
 
-// accepted builds a subscriber's Accepted output.
-func (v *view) accepted(s *sub, pos change.LSN) Output {
+// accepted builds a subscriber's Accepted output. byKey, when not nil,
+// is the result in key order (inKeyOrder), so that the subscribers of a
+// landing share one sort.
+func (v *view) accepted(s *sub, pos change.LSN, byKey []*entry) Output {
 	o := Output{Sub: s.id, Kind: OutputAccepted, LSN: pos, Plan: v.plan}
 	if s.mode == ModeTouch {
 		return o
@@ -469,10 +522,13 @@ func (v *view) accepted(s *sub, pos change.LSN) Output {
 		return o
 	}
 	var es []*entry
-	if unordered {
+	switch {
+	case unordered:
 		// No key sort: the subscriber needs no order.
 		es = slices.Collect(v.result.all())
-	} else {
+	case byKey != nil && !v.ordered:
+		es = byKey
+	default:
 		es = v.entries()
 	}
 	o.Rows = make([]ResultRow, 0, len(es)) // a million-row result is not grown by copying
