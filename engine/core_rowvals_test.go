@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"slices"
 	"strings"
 	"testing"
 
@@ -188,6 +189,13 @@ func TestSharesAlloc(t *testing.T) {
 	for _, c := range []struct{ n, want int }{{1, 8}, {8, 8}, {9, 16}, {35, 48}, {43, 48}, {285, 288}, {293, 320}, {32 << 10, 32 << 10}, {33 << 10, 40 << 10}} {
 		if got := allocSize(c.n); got != c.want {
 			t.Errorf("allocSize(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+	// Every size against the size classes searched.
+	for n := 1; n <= maxSmallSize; n++ {
+		i, _ := slices.BinarySearch(sizeClasses, n)
+		if got := allocSize(n); got != sizeClasses[i] {
+			t.Fatalf("allocSize(%d) = %d, want %d", n, got, sizeClasses[i])
 		}
 	}
 	if !sharesAlloc(8, 35) {
