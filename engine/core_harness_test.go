@@ -85,9 +85,9 @@ type harness struct {
 	clockSet bool
 	out      strings.Builder
 
-	// readOrder, when set, reorders the rows of every read answer
-	// delivers (PostgreSQL returns rows in no promised order).
-	readOrder func([]query.Row)
+	// readOrder, when set, reorders (or repeats) the rows of every read
+	// answer delivers (PostgreSQL returns rows in no promised order).
+	readOrder func([]query.Row) []query.Row
 }
 
 // model is what a subscriber has been told.
@@ -822,7 +822,7 @@ func (h *harness) answer(id ReadID, at change.LSN, inProgress ...uint32) {
 	}
 	complete := req.Want == 0 || int64(len(rows)) < req.Want
 	if h.readOrder != nil {
-		h.readOrder(rows)
+		rows = h.readOrder(rows)
 	}
 	h.core.ReadDone(id, ReadResult{Snapshot: snap, Rows: rows, Complete: complete})
 	h.collect()

@@ -276,7 +276,10 @@ func (s *state) landRead(r *read) {
 	}
 	old := v.resultSet
 	wasRefilling := v.status == viewRefilling
-	if readOrder != nil {
+	if readOrder != nil && len(readOrder) != rs.result.len() {
+		// Every entry the result was given is in readOrder, once: only
+		// when some were replaced or removed since (a key read twice, a
+		// change replayed) are there more, to be left out.
 		readOrder = liveInOrder(rs.result, readOrder)
 	}
 	s.intern(v, &rs, readOrder)
