@@ -364,49 +364,73 @@ func TestBenchManyShapesLatency(t *testing.T) {
 		n, kind, len(lat), lat[len(lat)/2].Round(10*time.Microsecond), lat[len(lat)*99/100].Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond), loadAvg())
 }
 
-// TestBenchFanOut: one shape, C long-polling clients, one transaction of
-// 1,910 rows: the time until the last client has all of it.
+// TestBenchFanOut: one shape, C long-polling clients (1,000 by default,
+// SHAPE_BENCH_CLIENTS), one transaction of 1,910 rows: the time from
+// before the INSERT until the last client has all of it, and the CPU time
+// the server spent meanwhile. The server is a real `freshet serve` in its
+// own process (SHAPE_BENCH_FRESHET=<binary> runs another build, to
+// alternate old and new), so that its CPU is told apart from the
+// clients'; each client reads its responses through its own 16 KiB
+// buffer, counting insert messages, and keeps nothing.
 func TestBenchFanOut(t *testing.T) {
 	benchOnly(t)
 	c := 1000
 	if s := os.Getenv("SHAPE_BENCH_CLIENTS"); s != "" {
 		c, _ = strconv.Atoi(s)
 	}
-	e := newEnv(t, `CREATE TABLE fan (id int PRIMARY KEY, title text, n int)`, func(cfg *shape.Config) { cfg.LongPoll = 60 * time.Second })
+	db := pgtest.NewDB(t)
 	ctx := context.Background()
-	rows := map[string]map[string]any{}
-	h, off := e.syncTo(rows, "", "-1", "table", "fan")
+	conn, err := pgx.Connect(ctx, db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE fan (id int PRIMARY KEY, title text, n int)`); err != nil {
+		t.Fatal(err)
+	}
+	srv := servetest.Start(t, servetest.Options{DSN: db.DSN, Slot: servetest.SlotFor("shf_", db.Name), Binary: os.Getenv("SHAPE_BENCH_FRESHET"),
+		Args: []string{"--shape-data-dir", t.TempDir(), "--shape-long-poll", "60s"}})
+	base := "http://" + srv.Addr
 	tr := &http.Transport{MaxIdleConnsPerHost: c + 100}
 	client := &http.Client{Transport: tr}
+	h, off, ok := syncShape(client, base, "table=fan")
+	if !ok {
+		t.Fatal("the shape was never up to date")
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var last time.Time
-	done := 0
+	done, requests := 0, 0
 	ready := make(chan struct{}, c)
 	for i := 0; i < c; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o, n := off, 0
-			first := true
+			o, n, reqs := off, 0, 0
+			buf := make([]byte, 16<<10)
 			for n < 1910 {
-				req, _ := http.NewRequest("GET", e.url+"/v1/shape?table=fan&offset="+o+"&handle="+h+"&live=true", nil)
-				if first {
+				req, _ := http.NewRequest("GET", base+"/v1/shape?table=fan&offset="+o+"&handle="+h+"&live=true", nil)
+				if reqs == 0 {
 					ready <- struct{}{}
-					first = false
 				}
+				reqs++
 				res, err := client.Do(req)
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				b, _ := io.ReadAll(res.Body)
+				_, got, err := countRows(res.Body, buf)
 				res.Body.Close()
+				if err != nil || res.StatusCode != 200 {
+					t.Errorf("GET at %s: %d %v", o, res.StatusCode, err)
+					return
+				}
 				o = res.Header.Get("electric-offset")
-				n += strings.Count(string(b), `"operation":"insert"`)
+				n += got
 			}
 			mu.Lock()
 			done++
+			requests += reqs
 			last = time.Now()
 			mu.Unlock()
 		}()
@@ -414,14 +438,33 @@ func TestBenchFanOut(t *testing.T) {
 	for i := 0; i < c; i++ {
 		<-ready
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // every client's long-poll is held
+	before := loadAvg()
+	cpu0, self0 := procCPU(t, srv.Pid()), cpuTime()
 	t0 := time.Now()
-	if _, err := e.conn.Exec(ctx, `INSERT INTO fan SELECT i, 'a title of some length ' || i, i FROM generate_series(1, 1910) i`); err != nil {
+	if _, err := conn.Exec(ctx, `INSERT INTO fan SELECT i, 'a title of some length ' || i, i FROM generate_series(1, 1910) i`); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	t.Logf("one shape, %d long-polling clients, one 1,910-row transaction: the last client had it after %v (%d clients); load %s",
-		c, last.Sub(t0).Round(time.Millisecond), done, loadAvg())
+	cpu1, self1 := procCPU(t, srv.Pid()), cpuTime()
+	tr.CloseIdleConnections()
+	t.Logf("one shape, %d long-polling clients, one 1,910-row transaction: the last client had it after %v (%d clients, %d requests); the server's CPU meanwhile %v, the clients' (this process) %v; load %s before, %s after",
+		c, last.Sub(t0).Round(time.Millisecond), done, requests, (cpu1 - cpu0).Round(time.Millisecond), (self1 - self0).Round(time.Millisecond), before, loadAvg())
+}
+
+// procCPU is a process's user and system CPU time so far, from
+// /proc/<pid>/stat (in clock ticks of 10 ms).
+func procCPU(t *testing.T, pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The command name, in parentheses, may hold spaces: count fields
+	// from after it (utime and stime are fields 14 and 15).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 var _ = engine.ModeRows

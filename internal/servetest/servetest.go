@@ -117,6 +117,10 @@ type Options struct {
 	// loopback only.
 	Args []string
 	Env  []string
+	// Binary is the freshet binary to run; empty: cmd/freshet built from
+	// this module (Binary()). A benchmark sets it to alternate an old
+	// build with the new one.
+	Binary string
 }
 
 var notSlot = regexp.MustCompile(`[^a-z0-9_]`)
@@ -135,6 +139,7 @@ type Server struct {
 	Addr string // host:port of the HTTP server
 	URL  string // its s2s endpoint, ws://host:port/s2s/v1
 	t    testing.TB
+	bin  string
 	args []string
 	env  []string
 	mu   sync.Mutex
@@ -166,8 +171,10 @@ func (o *output) String() string {
 // stopped when the test ends.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
-	if _, err := Binary(); err != nil {
-		t.Fatal(err)
+	if opts.Binary == "" {
+		if _, err := Binary(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -180,7 +187,7 @@ func Start(t testing.TB, opts Options) *Server {
 	if !hasToken(opts) {
 		args = append(args, "--insecure")
 	}
-	s := &Server{DSN: opts.DSN, Addr: addr, URL: "ws://" + addr + "/s2s/v1", t: t,
+	s := &Server{DSN: opts.DSN, Addr: addr, URL: "ws://" + addr + "/s2s/v1", t: t, bin: opts.Binary,
 		args: append(args, opts.Args...), env: append(os.Environ(), opts.Env...)}
 	s.launch()
 	t.Cleanup(s.Stop)
@@ -205,7 +212,10 @@ func hasToken(opts Options) bool {
 // launch starts the process and waits for it to be ready.
 func (s *Server) launch() {
 	s.t.Helper()
-	bin, _ := Binary()
+	bin := s.bin
+	if bin == "" {
+		bin, _ = Binary()
+	}
 	cmd := exec.Command(bin, s.args...)
 	out := &output{}
 	cmd.Env, cmd.Stdout, cmd.Stderr = s.env, out, out
@@ -231,6 +241,17 @@ func (s *Server) launch() {
 		}
 		return ""
 	})
+}
+
+// Pid is the server process's id (0 when it is not running), for a
+// benchmark that reads the server's CPU time from /proc.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
 }
 
 // Log returns what the server printed since it was last started.
