@@ -1,7 +1,6 @@
 package shape
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -382,6 +381,16 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 	ctx := r.Context()
 	deadline := time.Now().Add(srv.cfg.LongPoll)
 	oobDeadline := time.Now().Add(srv.cfg.LongPoll / 2)
+	// The body shared by the requests at this offset: held from the
+	// first wait or read of messages until the answer is written.
+	var shared *sharedBody
+	defer func() {
+		if shared != nil {
+			s.mu.Lock()
+			s.releaseBodyLocked(req.offset, shared)
+			s.mu.Unlock()
+		}
+	}()
 	for {
 		pos := uint64(srv.cfg.Engine.Position())
 		s.mu.Lock()
@@ -420,6 +429,9 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 		var ch <-chan struct{}
 		if wait && st != gone {
 			ch = s.waitLocked() // under the same lock as the read: no wake-up is missed
+		}
+		if shared == nil && !req.offset.Before && (wait || (loc == nil && len(res.msgs) > 0)) {
+			shared = s.holdBodyLocked(req.offset)
 		}
 		s.mu.Unlock()
 		if st == gone {
@@ -469,14 +481,15 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 			defer f.Close()
 			chunk = f
 		}
-		srv.writeLog(w, r, s, req, handle, res, chunk, loc, seen)
+		srv.writeLog(w, r, s, req, handle, res, chunk, loc, seen, shared)
 		return
 	}
 }
 
-// writeLog writes a response: the messages of res, or the snapshot chunk
-// at loc in the open file chunk.
-func (srv *Server) writeLog(w http.ResponseWriter, r *http.Request, s *Shape, req *request, handle string, res chunkResult, chunk *os.File, loc *chunkLoc, seen uint64) {
+// writeLog writes a response: the messages of res (their bytes shared
+// with the other holders of shared, if not nil), or the snapshot chunk at
+// loc in the open file chunk.
+func (srv *Server) writeLog(w http.ResponseWriter, r *http.Request, s *Shape, req *request, handle string, res chunkResult, chunk *os.File, loc *chunkLoc, seen uint64, shared *sharedBody) {
 	h := w.Header()
 	var chunkLen int64
 	if loc != nil {
@@ -484,13 +497,23 @@ func (srv *Server) writeLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 	}
 	empty := len(res.msgs) == 0 && chunkLen == 0 && !res.snapshot
 	reqOff := req.offset.String()
-	etag := `"` + handle + ":" + reqOff + ":" + res.end.String()
-	if req.live && empty {
-		etag += ":" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	var body []byte
+	var etag, endTxt string
+	if loc == nil && len(res.msgs) > 0 {
+		body, etag, endTxt = srv.messagesBody(shared, res, reqOff, handle)
+		if hook := srv.bodyHook.Load(); hook != nil {
+			(*hook)()
+		}
+	} else {
+		endTxt = res.end.String()
+		etag = `"` + handle + ":" + reqOff + ":" + endTxt
+		if req.live && empty {
+			etag += ":" + strconv.FormatInt(time.Now().UnixNano(), 10)
+		}
+		etag += `"`
 	}
-	etag += `"`
 	h.Set("electric-handle", handle)
-	h.Set("electric-offset", res.end.String())
+	h.Set("electric-offset", endTxt)
 	h.Set("etag", etag)
 	switch {
 	case req.offset.Before:
@@ -531,11 +554,16 @@ func (srv *Server) writeLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 		tail = append(tail, upToDateMsg(seen)...)
 	}
 	tail = append(tail, ']')
-	n := 1 + chunkLen + int64(len(tail))
-	for i, m := range res.msgs {
-		n += int64(len(m))
-		if i > 0 || chunkLen > 0 {
-			n++
+	n := chunkLen + int64(len(tail))
+	if body != nil {
+		n += int64(len(body))
+	} else {
+		n++ // '['
+		for i, m := range res.msgs {
+			n += int64(len(m))
+			if i > 0 || chunkLen > 0 {
+				n++
+			}
 		}
 	}
 	h.Set("content-length", strconv.FormatInt(n, 10))
@@ -555,16 +583,13 @@ func (srv *Server) writeLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 		w.Write(tail)
 		return
 	}
-	bw := bufio.NewWriterSize(w, 64<<10)
-	bw.WriteByte('[')
-	for i, m := range res.msgs {
-		if i > 0 {
-			bw.WriteByte(',')
-		}
-		bw.Write(m)
+	if body == nil {
+		body = []byte{'['}
 	}
-	bw.Write(tail)
-	bw.Flush()
+	// Two writes, the shared body and this request's tail; a big body
+	// goes past net/http's buffer to the connection.
+	w.Write(body)
+	w.Write(tail)
 }
 
 func (srv *Server) deleteShape(w http.ResponseWriter, r *http.Request) {

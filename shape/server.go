@@ -39,7 +39,9 @@ type Server struct {
 	dirtySet map[*Shape]struct{}
 	dirtyCh  chan struct{}
 
-	reqLive, reqSSE, reqOther atomic.Uint64 // Requests
+	reqLive, reqSSE, reqOther atomic.Uint64          // Requests
+	bodiesBuilt               atomic.Uint64          // message bodies built (messagesBody), for tests
+	bodyHook                  atomic.Pointer[func()] // tests: run once a message body is had, before it is written
 }
 
 // Open starts a shape server: it creates the data directory, loads every

@@ -85,12 +85,13 @@ type Shape struct {
 	sub      engine.SubID
 	rows     rowSet // by engine key; by Electric key while reloaded from disk
 	gens     []*generation
-	log      *durableLog   // nil until a change is durable
-	writes   *writes       // nil while everything the engine sent is durable
-	lastOff  Offset        // the last change's offset, pending ones included
-	latest   Offset        // the last durable change's offset (or chunk end)
-	changed  chan struct{} // nil until a request waits (waitLocked)
-	used     int64         // when a request last asked for it, Unix nanoseconds
+	log      *durableLog            // nil until a change is durable
+	writes   *writes                // nil while everything the engine sent is durable
+	lastOff  Offset                 // the last change's offset, pending ones included
+	latest   Offset                 // the last durable change's offset (or chunk end)
+	changed  chan struct{}          // nil until a request waits (waitLocked)
+	bodies   map[Offset]*sharedBody // by request offset, while requests hold them (holdBodyLocked)
+	used     int64                  // when a request last asked for it, Unix nanoseconds
 }
 
 // durableLog is a shape's log once it holds a change: most shapes of an

@@ -1,0 +1,39 @@
+package shape
+
+// BodiesBuilt is how many message bodies the server has built
+// (messagesBody): one for the requests sharing an offset's body.
+func (srv *Server) BodiesBuilt() uint64 { return srv.bodiesBuilt.Load() }
+
+// BodyHolders is how many requests hold a shared body, and how many
+// bodies are held, over every shape.
+func (srv *Server) BodyHolders() (holders, bodies int) {
+	srv.mu.Lock()
+	shapes := make([]*Shape, 0, len(srv.byHandle))
+	seen := map[*Shape]bool{}
+	for _, s := range srv.byHandle {
+		if !seen[s] {
+			seen[s] = true
+			shapes = append(shapes, s)
+		}
+	}
+	srv.mu.Unlock()
+	for _, s := range shapes {
+		s.mu.Lock()
+		for _, b := range s.bodies {
+			holders += b.refs
+			bodies++
+		}
+		s.mu.Unlock()
+	}
+	return holders, bodies
+}
+
+// SetBodyHook makes every request that has a message body run f before
+// writing it (nil: none), so that a test holds requests at once.
+func (srv *Server) SetBodyHook(f func()) {
+	if f == nil {
+		srv.bodyHook.Store(nil)
+		return
+	}
+	srv.bodyHook.Store(&f)
+}
