@@ -12,7 +12,7 @@ import (
 
 // Joins. A join view holds, for each source, every row of its table that
 // satisfies that source's constraints (vs.j.rows: its own, and those the ON
-// equalities carry to it, see query.Source.Constraints), indexed by the
+// equalities carry to it, see query.Plan.Constraints), indexed by the
 // source's join columns (vs.j.byJoin: the columns its ON equalities compare
 // with earlier sources) and, for each column a later source joins on, by
 // that column (vs.j.byCol). The result is kept as entries indexed by root row
@@ -84,7 +84,7 @@ func (s *state) initJoin(v *view) {
 		js.bySrc[i] = make(map[string]map[string]*entry)
 		js.touched[i] = make(map[string][]any)
 		vs.j.byCol = make(map[int]map[string]map[string]*heldRow)
-		for _, c := range vs.src.Constraints {
+		for _, c := range v.plan.Constraints(i) {
 			pred := srcPred{col: vs.col[c.Column], oid: vs.src.Columns[c.Column].TypeOID, c: c, keys: map[string]bool{}}
 			for _, x := range c.Values {
 				pred.keys[string(query.AppendKey(nil, pred.oid, x))] = true
@@ -702,7 +702,7 @@ func clearTouched(js *joinState) {
 // askJoinReads asks for one read per source of a join view: the source's
 // needed columns under its IN and range constraints (its own, and those the
 // joins' equalities carry to it from the sources it joins: see
-// query.Source.Constraints).
+// query.Plan.Constraints).
 func (s *state) askJoinReads(v *view) {
 	js := v.js
 	// Reads of an earlier round (a landing whose replay failed asks
@@ -753,7 +753,7 @@ func (s *state) sourceSQL(vs *viewSource) (string, [][]byte, []uint32) {
 		return fmt.Sprintf("$%d", len(args)), true
 	}
 	var conds []string
-	for _, c := range vs.src.Constraints {
+	for _, c := range vs.v.plan.Constraints(vs.idx) {
 		col := vs.src.Columns[c.Column]
 		name := change.QuoteIdent(col.Name)
 		n0 := len(args)

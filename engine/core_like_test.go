@@ -179,7 +179,7 @@ func TestLikeConstraint(t *testing.T) {
 			t.Fatalf("%s: %v", c.where, r)
 		}
 		var got []query.Substring
-		for _, con := range plan.Sources[0].Constraints {
+		for _, con := range plan.Constraints(0) {
 			got = append(got, con.Contains...)
 		}
 		if s := fmt.Sprint(got); s != c.want && !(c.want == "[]" && len(got) == 0) {

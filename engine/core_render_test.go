@@ -58,8 +58,9 @@ func TestCoreLeavesRenderToRuntime(t *testing.T) {
 		if r != nil {
 			t.Fatalf("compile %q: %v", sql, r)
 		}
-		broken := *plan
-		broken.Normalized = "this is not SQL"
+		broken, tmpl := *plan, *plan.Template
+		tmpl.Normalized = "this is not SQL"
+		broken.Template = &tmpl
 		c := NewCore(CoreOptions{})
 		c.Subscribe(1, &broken, ModeRows)
 		reads := c.Ready().Reads

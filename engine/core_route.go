@@ -72,7 +72,7 @@ type registration struct {
 	like bool                 // kind is ConstraintNotIn, registered by its Contains
 	fold query.Fold           // like: the index's fold
 	col  int32                // layout position
-	ci   int32                // index of the constraint in src.Constraints
+	ci   int32                // index of the constraint in the plan's Constraints(idx)
 	keys *keyList             // like: the key registered under
 }
 
@@ -285,13 +285,14 @@ func choose(cs []query.Constraint) int {
 
 // add registers vs under its source's constraints.
 func (rt *route) add(vs *viewSource) {
-	ci := choose(vs.src.Constraints)
+	cs := vs.v.plan.Constraints(vs.idx)
+	ci := choose(cs)
 	if ci < 0 {
 		rt.all[vs] = struct{}{}
 		vs.reg = registration{on: true}
 		return
 	}
-	c := vs.src.Constraints[ci]
+	c := cs[ci]
 	col := vs.col[c.Column]
 	oid := vs.src.Columns[c.Column].TypeOID
 	vs.reg = registration{on: true, kind: c.Kind, col: int32(col), ci: int32(ci)}
@@ -355,7 +356,7 @@ func (rt *route) remove(vs *viewSource) {
 	vs.reg = registration{}
 	var c query.Constraint
 	if reg.kind != 0 {
-		c = vs.src.Constraints[reg.ci]
+		c = vs.v.plan.Constraints(vs.idx)[reg.ci]
 	}
 	switch reg.kind {
 	case 0:

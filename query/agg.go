@@ -396,7 +396,7 @@ func (c *compiler) groupPost(p *Plan, g *Grouping, extra []Column, postTargets [
 		gt.Columns = append(gt.Columns, col)
 	}
 	gs := &Source{SourceShape: &SourceShape{Alias: groupAlias, Table: gt, Columns: gt.Columns, KeyN: len(b.keys), Join: JoinRoot}}
-	post := &Plan{Limit: -1}
+	post := &Plan{Template: &Template{Limit: -1}}
 	// Compile the rewritten clauses against the group rows, with the
 	// compiler's parameters shared.
 	saved := struct {

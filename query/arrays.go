@@ -78,7 +78,7 @@ func (c *compiler) arrayOp(a *pg.A_Expr, kind arrayKind, name string) (*expr, er
 	}
 	e := &expr{op: opArray, arr: kind, fam: familyOf(elem), elemOID: elem, l: operand{sx: l}, r: operand{sx: r}}
 	if l.isConst() && r.isConst() {
-		return &expr{op: opConst, val: e.eval(nil)}, nil
+		return &expr{op: opConst, val: e.eval(nil, nil)}, nil
 	}
 	return e, nil
 }
@@ -197,9 +197,9 @@ func (c *compiler) anyArrayExpr(a *pg.A_Expr, op cmpOp, isAny bool) (*expr, erro
 }
 
 // evalAnyArray evaluates an opAnyArray predicate.
-func (e *expr) evalAnyArray(row Row) Tri {
+func (e *expr) evalAnyArray(row Row, vals []any) Tri {
 	// Both sides are evaluated first (one that raises raises).
-	v := e.l.value(row, e.fam)
+	v := e.l.value(row, vals, e.fam)
 	av := e.r.sx.eval(row)
 	if av == nil {
 		return Unknown

@@ -369,7 +369,7 @@ func (c *compiler) compile() (*Plan, error) {
 	if err := c.from(sel.FromClause[0]); err != nil {
 		return nil, err
 	}
-	p := &Plan{SQL: c.sql, Binds: c.binds, Limit: -1}
+	p := &Plan{Template: &Template{Limit: -1}, SQL: c.sql, Binds: c.binds}
 	grouped := len(sel.DistinctClause) > 0 || needsGrouping(sel)
 	switch {
 	case len(sel.DistinctClause) > 0:
@@ -493,7 +493,6 @@ func (c *compiler) finish(p *Plan) error {
 	p.Output = shareOutput(p.Output)
 	p.Order = shareOrder(p.Order)
 	p.Sources = c.sources
-	p.Params = c.params
 	p.ParamOIDs = c.paramOIDs
 	c.constraints(p)
 	if err := c.ctxErr(); err != nil {
@@ -547,6 +546,10 @@ func (c *compiler) finish(p *Plan) error {
 	p.Key = PlanKey{shape: shape, binds: string(kb)}
 	// Normalized shares the shape's bytes (the shape begins with it).
 	p.Normalized = shape[:len(normalized)]
+	c.slots(p)
+	if len(c.params) > 0 {
+		p.Template = shareTemplate(shape, p.Template)
+	}
 	return nil
 }
 

@@ -53,8 +53,9 @@ func (c *compiler) constraints(p *Plan) {
 	}
 	if res.none {
 		// No row is ever kept: no change can affect the result.
-		for _, s := range p.Sources {
-			s.Constraints = []Constraint{{Column: 0, Kind: ConstraintIn}}
+		p.cons = make([][]Constraint, len(p.Sources))
+		for i := range p.cons {
+			p.cons[i] = []Constraint{{Column: 0, Kind: ConstraintIn}}
 		}
 		return
 	}
@@ -84,7 +85,8 @@ func (c *compiler) constraints(p *Plan) {
 		}
 	}
 	d.propagate(cols)
-	for i, s := range p.Sources {
+	p.cons = make([][]Constraint, len(p.Sources))
+	for i := range p.Sources {
 		var keys [][2]int
 		for k := range cols {
 			if k[0] == i {
@@ -116,7 +118,7 @@ func (c *compiler) constraints(p *Plan) {
 			// The subquery keeps no row: its IN is never true.
 			cons = []Constraint{{Column: 0, Kind: ConstraintIn}}
 		}
-		s.Constraints = cons
+		p.cons[i] = cons
 	}
 }
 
@@ -357,7 +359,7 @@ func (dv *deriver) derive(e *expr, neg bool) derived {
 	emptyArray := (e.op == opIn && !e.null || e.op == opAnyAll) && len(e.setVals()) == 0
 	if emptyArray || e.l.col == nil && (e.op != opCmp || e.r.col == nil) {
 		// Constants only: decided without a row.
-		t := e.eval(nil)
+		t := e.eval(nil, nil)
 		if neg {
 			t = triNot(t)
 		}

@@ -489,7 +489,7 @@ func violated(p *Plan, row Row) (Constraint, bool) {
 		if row[i] == nil {
 			continue
 		}
-		for _, c := range s.Constraints {
+		for _, c := range p.Constraints(i) {
 			if !satisfies(s.Columns[c.Column].TypeOID, c, row[i][c.Column]) {
 				return c, false
 			}

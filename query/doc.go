@@ -39,12 +39,12 @@
 // overflow, a division by zero), which EvalRow and Check report as an
 // *EvalError; the engine then ends the subscription (CodeEvalError).
 //
-// For routing, each Source carries Constraints: conditions on its columns
-// that every row of that table able to affect the result satisfies (a value
-// set, a union of ranges, or a set of excluded values, with the texts a
-// LIKE or ILIKE pattern requires the value to hold). They are derived
-// from the filter without expanding it; a source without constraints is
-// unconstrained. AppendKey encodes a value so that equal keys mean equal
+// For routing, each source has Constraints (Plan.Constraints): conditions
+// on its columns that every row of that table able to affect the result
+// satisfies (a value set, a union of ranges, or a set of excluded values,
+// with the texts a LIKE or ILIKE pattern requires the value to hold). They
+// are derived from the filter without expanding it; a source without
+// constraints is unconstrained. AppendKey encodes a value so that equal keys mean equal
 // under PostgreSQL's = for the column's type, for hash indexes on
 // constraints and join columns; CompareValues orders values of one type.
 //
@@ -53,12 +53,39 @@
 // primary keys and LIMIT widened by a margin, with the binds passed as
 // parameters (Plan.Args). A plan keeps no parse tree: Render parses
 // Plan.Normalized again (the compiled tree as the deparser printed it) and
-// changes that. What depends only on a query's shape is shared between
-// plans of that shape: the output and order slices, each source's
-// SourceShape (its table, join, columns and On; a Source adds only its
-// Constraints and a subquery's filter, which depend on the binds), and a
-// source's columns when they are its table's leading ones (the catalog's
-// own slice).
+// changes that.
+//
+// # Plans of one shape
+//
+// A Plan is a Template and the plan's values. The template is everything
+// that depends only on the query's shape: its sources (each source's
+// SourceShape: table, join, columns, On), filter tree, constraints,
+// output, order, limits and normalized text. The filter's constants
+// (the values its comparisons compare with, whether they came from a bind
+// or from the statement) and the constraints' values are slots of the
+// template that name the plan's values: the decoded binds first
+// (Plan.Params), then each other constant once. Eval, EvalRow and
+// Constraints read the plan's values through the template's slots.
+//
+// Compile builds a plan whole, with its values in place, as before (so
+// every type is inferred and every constant folded as for that statement
+// alone), then moves its constants into its values and takes the template
+// an earlier plan of the same shape holds when the two are the same in
+// everything but the values: the same tree, operators, families and
+// slots, the same constraints over the same slots, the same shared
+// output, order and sources (sameTemplate, query/template.go). A plan
+// whose values change what it is (a NULL bind folds its comparison to
+// NULL; a value a column can never hold leaves the column no value to
+// route by) has a template of its own. Expressions, IN lists, LIKE
+// patterns, groupings and clock bounds keep their constants in the
+// template, so plans holding them share a template only with plans of
+// the same constants. Templates are shared among plans with binds (a
+// plan without one is its shape's only plan). Sharing changes nothing but
+// memory: a subscription of distinct binds holds a Plan of about 100 bytes
+// and its values. Within a template, plans of one shape share more: the
+// output and order slices are shared by content across templates, and a
+// source's columns, when they are its table's leading ones, are the
+// catalog's own slice.
 //
 // # Semantics
 //

@@ -20,7 +20,7 @@ func (p *Plan) Eval(row Row) Tri {
 		}
 		return t
 	}
-	return p.filter.eval(row)
+	return p.filter.eval(row, p.vals)
 }
 
 // EvalSource evaluates the subquery's WHERE of a semi-joined source
@@ -34,7 +34,7 @@ func (p *Plan) EvalSource(i int, vals []any) Tri {
 	}
 	row := make(Row, len(p.Sources))
 	row[i] = vals
-	return p.Sources[i].filter.eval(row)
+	return p.Sources[i].filter.eval(row, p.vals)
 }
 
 // Compare orders two rows by the ORDER BY keys as PostgreSQL would: it

@@ -116,11 +116,22 @@ type operand struct {
 	col  *colRef
 	sx   *scalar // an expression over the row (col and val unused)
 	val  any
-	trim bool // drop trailing spaces (a varchar compared as bpchar)
+	trim bool  // drop trailing spaces (a varchar compared as bpchar)
+	slot int32 // > 0: a constant, the plan's value vals[slot-1] (val unused)
 }
 
-// value returns the operand's value in family fam, nil for NULL.
-func (o *operand) value(row Row, fam family) any {
+// constant returns a constant operand's value (neither col nor sx) given
+// the plan's values.
+func (o *operand) constant(vals []any) any {
+	if o.slot > 0 {
+		return vals[o.slot-1]
+	}
+	return o.val
+}
+
+// value returns the operand's value in family fam, nil for NULL, given the
+// plan's values.
+func (o *operand) value(row Row, vals []any, fam family) any {
 	if o.sx != nil {
 		v := o.sx.eval(row)
 		if v == nil {
@@ -136,13 +147,13 @@ func (o *operand) value(row Row, fam family) any {
 		return x
 	}
 	if o.col == nil {
-		return o.val
+		return o.constant(vals)
 	}
-	vals := row[o.col.src]
-	if vals == nil {
+	rv := row[o.col.src]
+	if rv == nil {
 		return nil
 	}
-	v := vals[o.col.idx]
+	v := rv[o.col.idx]
 	if v == nil {
 		return nil
 	}
@@ -226,8 +237,9 @@ func triOf(b bool) Tri {
 	return False
 }
 
-// eval evaluates the predicate over row with three-valued logic.
-func (e *expr) eval(row Row) Tri {
+// eval evaluates the predicate over row with three-valued logic, its
+// slots naming vals (the plan's values).
+func (e *expr) eval(row Row, vals []any) Tri {
 	switch e.op {
 	case opConst:
 		return e.val
@@ -237,7 +249,7 @@ func (e *expr) eval(row Row) Tri {
 		// which any would raise raises (see docs/queries.md).
 		res := True
 		for _, a := range e.args {
-			switch a.eval(row) {
+			switch a.eval(row, vals) {
 			case False:
 				if !e.raises {
 					return False
@@ -253,7 +265,7 @@ func (e *expr) eval(row Row) Tri {
 	case opOr:
 		res := False
 		for _, a := range e.args {
-			switch a.eval(row) {
+			switch a.eval(row, vals) {
 			case True:
 				if !e.raises {
 					return True
@@ -267,19 +279,19 @@ func (e *expr) eval(row Row) Tri {
 		}
 		return res
 	case opNot:
-		return triNot(e.args[0].eval(row))
+		return triNot(e.args[0].eval(row, vals))
 	case opCmp:
-		a := e.l.value(row, e.fam)
+		a := e.l.value(row, vals, e.fam)
 		if a == nil && !e.raises {
 			return Unknown
 		}
-		b := e.r.value(row, e.fam)
+		b := e.r.value(row, vals, e.fam)
 		if a == nil || b == nil {
 			return Unknown
 		}
 		return triOf(e.cmp.holds(compareValues(a, b)))
 	case opDistinct:
-		a, b := e.l.value(row, e.fam), e.r.value(row, e.fam)
+		a, b := e.l.value(row, vals, e.fam), e.r.value(row, vals, e.fam)
 		var distinct bool
 		switch {
 		case a == nil && b == nil:
@@ -293,16 +305,19 @@ func (e *expr) eval(row Row) Tri {
 	case opIsNull:
 		// Tested on the value as held: json and arrays have no family
 		// form, and any non-NULL value is not NULL.
-		isNull := e.l.val == nil
-		if e.l.sx != nil {
+		var isNull bool
+		switch {
+		case e.l.sx != nil:
 			isNull = e.l.sx.eval(row) == nil
-		} else if e.l.col != nil {
-			vals := row[e.l.col.src]
-			isNull = vals == nil || vals[e.l.col.idx] == nil
+		case e.l.col != nil:
+			rv := row[e.l.col.src]
+			isNull = rv == nil || rv[e.l.col.idx] == nil
+		default:
+			isNull = e.l.constant(vals) == nil
 		}
 		return triOf(isNull != e.negate)
 	case opBoolTest:
-		t := e.args[0].eval(row)
+		t := e.args[0].eval(row, vals)
 		switch e.test {
 		case testTrue:
 			return triOf(t == True)
@@ -317,20 +332,20 @@ func (e *expr) eval(row Row) Tri {
 		}
 		return triOf(t != Unknown)
 	case opBoolCol:
-		v := e.l.value(row, famBool)
+		v := e.l.value(row, vals, famBool)
 		if v == nil {
 			return Unknown
 		}
 		return triOf(v.(bool))
 	case opIn:
 		if e.raises {
-			e.l.value(row, e.fam) // evaluated before the list is looked at
+			e.l.value(row, vals, e.fam) // evaluated before the list is looked at
 		}
 		if len(e.setVals()) == 0 && !e.null {
 			// x = ANY('{}') is false and x <> ALL('{}') true, even for NULL x.
 			return triOf(e.negate)
 		}
-		v := e.l.value(row, e.fam)
+		v := e.l.value(row, vals, e.fam)
 		if v == nil {
 			return Unknown
 		}
@@ -344,12 +359,12 @@ func (e *expr) eval(row Row) Tri {
 		return triOf(e.negate)
 	case opAnyAll:
 		if e.raises {
-			e.l.value(row, e.fam)
+			e.l.value(row, vals, e.fam)
 		}
 		if len(e.setVals()) == 0 {
 			return triOf(!e.any)
 		}
-		v := e.l.value(row, e.fam)
+		v := e.l.value(row, vals, e.fam)
 		if v == nil {
 			return Unknown
 		}
@@ -372,7 +387,7 @@ func (e *expr) eval(row Row) Tri {
 	case opArray:
 		return e.evalArray(row)
 	case opAnyArray:
-		return e.evalAnyArray(row)
+		return e.evalAnyArray(row, vals)
 	case opLike:
 		// LIKE sees a bpchar with its padding: no trimming here.
 		if e.l.sx != nil {
@@ -382,11 +397,11 @@ func (e *expr) eval(row Row) Tri {
 			}
 			return triOf(e.set.like.match(v.(string)) != e.negate)
 		}
-		vals := row[e.l.col.src]
-		if vals == nil || vals[e.l.col.idx] == nil {
+		rv := row[e.l.col.src]
+		if rv == nil || rv[e.l.col.idx] == nil {
 			return Unknown
 		}
-		s, ok := vals[e.l.col.idx].(string)
+		s, ok := rv[e.l.col.idx].(string)
 		if !ok {
 			return Unknown
 		}

@@ -90,7 +90,7 @@ func fmtValue(v any) string {
 func describePlan(p *Plan) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "normalized: %s\n", p.Normalized)
-	for i, v := range p.Params {
+	for i, v := range p.Params() {
 		fmt.Fprintf(&b, "param $%d: %s %s\n", i+1, typeName(p.ParamOIDs[i]), fmtValue(v))
 	}
 	for i, s := range p.Sources {
@@ -106,7 +106,7 @@ func describePlan(p *Plan) string {
 		for _, k := range s.On {
 			fmt.Fprintf(&b, "  on %s.%s = %s.%s\n", s.Alias, s.Columns[k.Column].Name, p.Sources[k.Other].Alias, p.Sources[k.Other].Columns[k.OtherColumn].Name)
 		}
-		for _, c := range s.Constraints {
+		for _, c := range p.Constraints(i) {
 			fmt.Fprintf(&b, "  constraint %s %s\n", s.Columns[c.Column].Name, describeConstraint(c))
 		}
 	}

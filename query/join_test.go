@@ -116,7 +116,7 @@ func TestJoinDifferential(t *testing.T) {
 				// Held only when it satisfies the source's constraints,
 				// as in the engine: the result must not change.
 				held := true
-				for _, c := range s.Constraints {
+				for _, c := range p.Constraints(si) {
 					held = held && satisfies(s.Columns[c.Column].TypeOID, c, vals[c.Column])
 				}
 				if held {

@@ -65,7 +65,7 @@ func TestLiteralInput(t *testing.T) {
 			if err != nil {
 				t.Fatalf("decode server's %s: %v", res.Rows[0][0], err)
 			}
-			cons := p.Sources[0].Constraints
+			cons := p.Constraints(0)
 			c := cons[len(cons)-1]
 			if c.Kind != ConstraintIn || len(c.Values) != 1 {
 				t.Errorf("%s = %q: constraint %s, want one value", tc.col, lit, describeConstraint(c))

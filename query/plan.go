@@ -104,22 +104,44 @@ func (t Tri) String() string {
 
 // Plan is a compiled, supported query with its binds. It is immutable and
 // safe for concurrent use.
+//
+// A plan is its Template, which depends only on the query's shape and is
+// shared by the plans of that shape (query/shape.go), and what its binds
+// and constants make of it: the plan's values, which the template's
+// operands and constraints name by slot. Evaluating a plan reads them
+// from the plan; a subscription of distinct binds holds only them.
 type Plan struct {
+	// Template is the plan's shape: sources, filter, order, output,
+	// limits. Its fields are read through the plan (p.Sources, p.Output).
+	*Template
 	// SQL is the statement as given.
 	SQL string
-	// Normalized is the statement as PostgreSQL's deparser prints it, with
-	// table names schema-qualified: the same query written differently
-	// (spacing, case of keywords, quoting) normalizes the same.
-	Normalized string
 	// Key identifies the query with its binds: equal Keys mean the same
 	// result at every position, so subscriptions with equal Keys can
 	// share one view.
 	Key PlanKey
+	// Binds are the binds as given (Params their decoded values).
+	Binds []Bind
 
-	// Binds are the binds as given; Params their decoded values, with the
-	// OID each was resolved to (ParamOIDs) when the given OID was 0.
-	Binds     []Bind
-	Params    []any
+	// vals are the plan's values: its decoded binds first (Params), then
+	// the constants the template's slots name (operands of the filter,
+	// constraint values), each once where it is the same value.
+	vals []any
+}
+
+// Template is what a compiled plan is whatever its binds: plans of one
+// shape (the same statement over the same tables, their binds of the same
+// types, compiled to the same filter and constraints but for the values
+// the filter compares with) share one. It is never written to once
+// compiled.
+type Template struct {
+	// Normalized is the statement as PostgreSQL's deparser prints it, with
+	// table names schema-qualified: the same query written differently
+	// (spacing, case of keywords, quoting) normalizes the same.
+	Normalized string
+
+	// ParamOIDs are the binds' types: each as given, or as Compile
+	// resolved it when the given OID was 0.
 	ParamOIDs []uint32
 
 	// Sources are the tables of the join tree in FROM order. Sources[0] is
@@ -162,7 +184,15 @@ type Plan struct {
 	Clock []ClockBound
 
 	filter *expr // nil: no WHERE
+	// cons are each source's constraints (Plan.Constraints), their values
+	// slots of the plan's values where slotted is set.
+	cons    [][]Constraint
+	slotted bool
 }
+
+// Params are the binds' decoded values, in order (nil for NULL), each of
+// its type in ParamOIDs.
+func (p *Plan) Params() []any { return p.vals[:len(p.ParamOIDs):len(p.ParamOIDs)] }
 
 // PlanKey identifies a query with its binds (Plan.Key); compare keys
 // with ==. It is the shape (Normalized followed by the tables' OIDs and
@@ -220,26 +250,14 @@ func (k JoinKind) String() string {
 }
 
 // Source is one table of the join tree: its shape, shared by the plans
-// of one shape, and what the plan's binds make of it.
+// of one shape, and a subquery's filter. Its constraints are the plan's
+// (Plan.Constraints).
 type Source struct {
 	// SourceShape is the part of the source that depends only on the
 	// query's shape (the statement and the tables as compiled), not on its
 	// binds: plans of one shape with distinct binds share one
 	// (query/shape.go). It is never written to once compiled.
 	*SourceShape
-	// Constraints hold for every row of this table that can affect the
-	// result (all of them at once); empty means unconstrained. They are
-	// derived from the WHERE clause only where that is safe: a column
-	// constrained in every alternative of the filter. For a Nullable
-	// source they are given only when the filter rejects the null-extended
-	// row (otherwise a row of this table can change the result by merely
-	// existing). IN value sets are also carried across the ON equalities
-	// between columns of one type: from a source to the sources joined to
-	// it (INNER or LEFT), and back from an INNER-joined source to the one it
-	// joins, so `t.id = $1` and `c.ticket_id = t.id` constrain c.ticket_id
-	// to $1; a LEFT-joined source's constraints never narrow the sources it
-	// is joined to.
-	Constraints []Constraint
 
 	filter *expr // JoinSemi, JoinAnti: the subquery's WHERE over this source alone; nil: none
 }

@@ -77,9 +77,9 @@ func TestPropagate(t *testing.T) {
 				t.Fatalf("compile %s: %v %v", tc.sql, err, r)
 			}
 			var parts []string
-			for _, s := range p.Sources {
+			for i, s := range p.Sources {
 				var cs []string
-				for _, c := range s.Constraints {
+				for _, c := range p.Constraints(i) {
 					cs = append(cs, s.Columns[c.Column].Name+" "+describeConstraint(c))
 				}
 				parts = append(parts, s.Alias+"["+strings.Join(cs, "; ")+"]")

@@ -122,7 +122,7 @@ func (s *scalar) eval(row Row) any {
 		return s.fn(vals)
 	case sCase:
 		for i, p := range s.preds {
-			if p.eval(row) == True {
+			if p.eval(row, nil) == True { // a scalar's predicates hold their constants: no slots
 				return s.args[i].eval(row)
 			}
 		}
@@ -138,7 +138,7 @@ func (s *scalar) eval(row Row) any {
 		}
 		return nil
 	case sPred:
-		switch s.preds[0].eval(row) {
+		switch s.preds[0].eval(row, nil) {
 		case True:
 			return true
 		case False:
@@ -147,7 +147,7 @@ func (s *scalar) eval(row Row) any {
 		return nil
 	case sNullif:
 		v := s.args[0].eval(row)
-		if s.preds[0].eval(row) == True {
+		if s.preds[0].eval(row, nil) == True {
 			return nil
 		}
 		return v
@@ -211,7 +211,7 @@ func (p *Plan) EvalRow(row Row) (t Tri, err error) {
 	defer recoverEval(&err)
 	t = True
 	if p.filter != nil {
-		t = p.filter.eval(row)
+		t = p.filter.eval(row, p.vals)
 	}
 	if t == True {
 		p.check(row)
@@ -222,7 +222,7 @@ func (p *Plan) EvalRow(row Row) (t Tri, err error) {
 // evalFilter evaluates the WHERE clause alone, reporting a raise.
 func (p *Plan) evalFilter(row Row) (t Tri, err error) {
 	defer recoverEval(&err)
-	return p.filter.eval(row), nil
+	return p.filter.eval(row, p.vals), nil
 }
 
 // Check evaluates the output and ORDER BY expressions of a row the filter

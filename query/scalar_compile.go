@@ -762,7 +762,7 @@ func (c *compiler) caseExpr(ce *pg.CaseExpr) (*scalar, error) {
 		p.markRaises()
 		dead, always := !reached, false
 		if reached && exprConst(p) {
-			t := p.eval(nil)
+			t := p.eval(nil, nil)
 			dead, always = t != True, t == True
 		}
 		if dead && reached {

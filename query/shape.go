@@ -19,6 +19,8 @@ var shapes struct {
 	orders  map[string][]OrderKey
 	texts   map[string]string // PlanKey shapes (Normalized is their prefix)
 	sources map[string]*SourceShape
+	// templates by PlanKey shape: the first plan's of the shape
+	templates map[string]*Template
 }
 
 const maxShapes = 4096
@@ -124,4 +126,24 @@ func shareSource(s *SourceShape, order []int) *SourceShape {
 	s.On = s.On[:len(s.On):len(s.On)]
 	shapes.sources[string(k)] = s
 	return s
+}
+
+// shareTemplate returns the template of shape already held when it is the
+// same as t but for the plans' values (sameTemplate), else t, held for the
+// shape's later plans when none is yet. Which of two templates of one
+// shape is held changes nothing but memory.
+func shareTemplate(shape string, t *Template) *Template {
+	shapes.Lock()
+	defer shapes.Unlock()
+	if x, ok := shapes.templates[shape]; ok {
+		if sameTemplate(x, t) {
+			return x
+		}
+		return t
+	}
+	if shapes.templates == nil || len(shapes.templates) >= maxShapes {
+		shapes.templates = make(map[string]*Template)
+	}
+	shapes.templates[shape] = t
+	return t
 }

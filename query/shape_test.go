@@ -7,9 +7,10 @@ import (
 )
 
 // Plans of one shape share what does not depend on their binds: the
-// output and order slices, each source's SourceShape, and a source's
-// columns when they are the table's leading ones. Plans of other shapes do not, and every plan still
-// describes its own query.
+// template, and in it the output and order slices, each source's
+// SourceShape, and a source's columns when they are the table's leading
+// ones. Plans of other shapes do not, and every plan still describes its
+// own query.
 func TestShapeSharing(t *testing.T) {
 	opts := DefaultOptions()
 	opts.Catalog = snapshotCatalog(t)
@@ -42,7 +43,8 @@ func TestShapeSharing(t *testing.T) {
 		{"same shape shares a source's shape", a.Sources[0].SourceShape == b.Sources[0].SourceShape, true},
 		{"other columns have their own source shape", a.Sources[0].SourceShape == d.Sources[0].SourceShape, false},
 		{"other alias has its own source shape", a.Sources[0].SourceShape == e.Sources[0].SourceShape, false},
-		{"a source is the plan's own", a.Sources[0] == b.Sources[0], false},
+		{"same shape shares the template", a.Template == b.Template, true},
+		{"other alias has its own template", a.Template == e.Template, false},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

@@ -104,8 +104,8 @@ func TestBinaryBinds(t *testing.T) {
 			if err != nil || r != nil {
 				t.Fatalf("text: %v %v", err, r)
 			}
-			if CompareValues(oid, pb.Params[0], pt.Params[0]) != 0 || pb.Key != pt.Key {
-				t.Fatalf("binary bind decodes to %v, text to %v", fmtValue(pb.Params[0]), fmtValue(pt.Params[0]))
+			if CompareValues(oid, pb.Params()[0], pt.Params()[0]) != 0 || pb.Key != pt.Key {
+				t.Fatalf("binary bind decodes to %v, text to %v", fmtValue(pb.Params()[0]), fmtValue(pt.Params()[0]))
 			}
 		})
 	}
@@ -137,8 +137,8 @@ func TestEnumBind(t *testing.T) {
 		if got != tc.code {
 			t.Fatalf("OID %d: refusal %v, want %q", tc.oid, r, tc.code)
 		}
-		if p != nil && p.Params[0] != "ok" {
-			t.Fatalf("OID %d: param = %v, want ok", tc.oid, p.Params[0])
+		if p != nil && p.Params()[0] != "ok" {
+			t.Fatalf("OID %d: param = %v, want ok", tc.oid, p.Params()[0])
 		}
 	}
 }
