@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"hash/maphash"
 	"slices"
 	"sort"
 	"strings"
@@ -13,8 +14,8 @@ import (
 // constraints (all of them hold for every row that can affect the view, so
 // one suffices; the view's filter decides exactly):
 //
-//   - IN / = : a hash index from query.AppendKey(value) to view sources,
-//     plus a list for IS NULL;
+//   - IN / = : a hash index from a 64-bit hash of query.AppendKey(value)
+//     to view sources, plus a list for IS NULL (eqIndex);
 //   - ranges: an interval index (intervals sorted by low bound with a
 //     running maximum of high bounds: a stabbing query walks back only
 //     while an earlier interval can still reach the value);
@@ -76,10 +77,86 @@ type registration struct {
 	keys *keyList             // like: the key registered under
 }
 
+// eqIndex holds the view sources of one column registered by their IN
+// (or =) values. It is keyed by a hash of each value's key encoding, not
+// by the encoding: a key of its own and a slice per value cost about 100
+// bytes a subscription of distinct binds (TestMemoryPerSubscription), a
+// hash and one view source about 30. A hash that two values share routes
+// a change of either to the view sources of both, which only costs the
+// work of the view's filter rejecting it (route finds a superset; the
+// filter decides). A hash with one view source, the common case, is in
+// one; one with more (an identical bind of another view, a collision) in
+// many, never in both.
 type eqIndex struct {
-	oid   uint32
-	byKey map[string][]*viewSource
-	null  []*viewSource
+	oid  uint32
+	one  map[uint64]*viewSource
+	many map[uint64][]*viewSource
+	null []*viewSource
+}
+
+// hash returns the index's hash of the key encoding of x.
+func (ix *eqIndex) hash(buf *[]byte, x any) uint64 {
+	*buf = query.AppendKey((*buf)[:0], ix.oid, x)
+	return maphash.Bytes(setSeed, *buf)
+}
+
+// add registers vs under hash h.
+func (ix *eqIndex) add(h uint64, vs *viewSource) {
+	if l, ok := ix.many[h]; ok {
+		ix.many[h] = append(l, vs)
+		return
+	}
+	first, ok := ix.one[h]
+	if !ok {
+		ix.one[h] = vs
+		return
+	}
+	delete(ix.one, h)
+	if ix.many == nil {
+		ix.many = make(map[uint64][]*viewSource)
+	}
+	ix.many[h] = []*viewSource{first, vs}
+}
+
+// remove unregisters vs from hash h.
+func (ix *eqIndex) remove(h uint64, vs *viewSource) {
+	if ix.one[h] == vs {
+		delete(ix.one, h)
+		return
+	}
+	l := without(ix.many[h], vs)
+	switch len(l) {
+	case 0:
+		delete(ix.many, h)
+	case 1:
+		delete(ix.many, h)
+		ix.one[h] = l[0]
+	default:
+		ix.many[h] = l
+	}
+}
+
+// each calls fn for every view source registered under hash h.
+func (ix *eqIndex) each(h uint64, fn func(*viewSource)) {
+	if vs := ix.one[h]; vs != nil {
+		fn(vs)
+		return
+	}
+	for _, vs := range ix.many[h] {
+		fn(vs)
+	}
+}
+
+// all calls fn for every view source registered under a value.
+func (ix *eqIndex) all(fn func(*viewSource)) {
+	for _, vs := range ix.one {
+		fn(vs)
+	}
+	for _, l := range ix.many {
+		for _, vs := range l {
+			fn(vs)
+		}
+	}
 }
 
 type rangeEntry struct {
@@ -300,12 +377,11 @@ func (rt *route) add(vs *viewSource) {
 	case query.ConstraintIn:
 		ix := rt.eq.get(col)
 		if ix == nil {
-			ix = &eqIndex{oid: oid, byKey: make(map[string][]*viewSource)}
+			ix = &eqIndex{oid: oid, one: make(map[uint64]*viewSource)}
 			rt.eq.put(col, ix)
 		}
 		for _, x := range c.Values {
-			k := string(query.AppendKey(nil, ix.oid, x))
-			ix.byKey[k] = append(ix.byKey[k], vs)
+			ix.add(ix.hash(&rt.buf, x), vs)
 		}
 		if c.Null {
 			ix.null = append(ix.null, vs)
@@ -364,12 +440,7 @@ func (rt *route) remove(vs *viewSource) {
 	case query.ConstraintIn:
 		ix := rt.eq.get(int(reg.col))
 		for _, x := range c.Values {
-			k := string(query.AppendKey(nil, ix.oid, x))
-			if l := without(ix.byKey[k], vs); len(l) == 0 {
-				delete(ix.byKey, k)
-			} else {
-				ix.byKey[k] = l
-			}
+			ix.remove(ix.hash(&rt.buf, x), vs)
 		}
 		if c.Null {
 			ix.null = without(ix.null, vs)
@@ -408,11 +479,7 @@ func (rt *route) match(vals []any, fn func(*viewSource)) {
 		col, ix := e.col, e.ix
 		v := valAt(vals, col)
 		if isUnloaded(v) {
-			for _, l := range ix.byKey {
-				for _, vs := range l {
-					fn(vs)
-				}
-			}
+			ix.all(fn)
 			for _, vs := range ix.null {
 				fn(vs)
 			}
@@ -424,10 +491,7 @@ func (rt *route) match(vals []any, fn func(*viewSource)) {
 			}
 			continue
 		}
-		rt.buf = query.AppendKey(rt.buf[:0], ix.oid, v)
-		for _, vs := range ix.byKey[string(rt.buf)] {
-			fn(vs)
-		}
+		ix.each(ix.hash(&rt.buf, v), fn)
 	}
 	for _, e := range rt.rng {
 		e.ix.stab(valAt(vals, e.col), fn)

@@ -93,7 +93,7 @@
 // # Routing
 //
 // Each view source registers under one constraint of its source
-// (equality/IN by value in a hash index, ranges in an interval index,
+// (equality/IN by a hash of the value in a hash index, ranges in an interval index,
 // LIKE/ILIKE by a substring of a pattern's literal run in a hash index the
 // changed value probes with its own substrings, NOT IN by exclusion) or
 // in its table's unconstrained list (core_route.go; a
