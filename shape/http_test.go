@@ -134,7 +134,7 @@ func TestValidation400(t *testing.T) {
 		{[]string{"table", "items", "offset", "-1", "where", "true LIMIT 1"}, `{"message":"Invalid request","errors":{"where":["a where clause is one boolean expression: ORDER BY, LIMIT, OFFSET, GROUP BY, UNION, FOR UPDATE and the like are not part of it"]}}`},
 		{[]string{"table", "items", "offset", "-1", "where", "true; DROP TABLE items"}, `{"message":"Invalid request","errors":{"where":["a where clause is one expression: it may not end a statement and start another"]}}`},
 		{[]string{"table", "items", "offset", "-1", "replica", "half"}, `{"message":"Invalid request","errors":{"replica":["is invalid"]}}`},
-		{[]string{"table", "items", "offset", "-1", "subset__limit", "5"}, `{"message":"Invalid request","errors":{"subset":["order_by is required when limit or offset is present"]}}`},
+		{[]string{"table", "items", "offset", "-1", "subset__limit", "5"}, `{"message":"Invalid request","errors":{"subset":{"order_by":["order_by is required when limit or offset is present"]}}}`},
 	}
 	for _, c := range cases {
 		r := e.get(c.q...)
@@ -490,12 +490,64 @@ func TestSubsetGET(t *testing.T) {
 		t.Errorf("subset without schema or handle")
 	}
 	bad := e.get("table", "items", "offset", "-1", "log", "changes_only", "subset__where", "id IN (SELECT 1)")
-	if bad.code != 400 || !strings.HasPrefix(bad.body, `{"message":"Invalid request","errors":{"subset":{"where":`) {
+	if bad.code != 400 || !strings.HasPrefix(bad.body, `{"message":"Invalid request","errors":{"subset":{"where":["`) {
 		t.Errorf("bad subset where: %d %s", bad.code, bad.body)
 	}
 	bad = e.get("table", "items", "offset", "-1", "log", "changes_only", "subset__order_by", "(SELECT 1)")
-	if bad.code != 400 || !strings.Contains(bad.body, `"order_by"`) {
+	if bad.code != 400 || !strings.HasPrefix(bad.body, `{"message":"Invalid request","errors":{"subset":{"order_by":["`) {
 		t.Errorf("bad order_by: %d %s", bad.code, bad.body)
+	}
+}
+
+// A subset's validation errors are nested under errors.subset by field,
+// each a list of messages, as Electric's Ecto changeset of the embedded
+// subset gives them (router_test.exs: %{"errors" => %{"subset" =>
+// %{"where" => [message]}}}), with Ecto's messages for limit and offset;
+// a GET's subset__* and a POST body alike.
+func TestSubsetErrors(t *testing.T) {
+	e := newEnv(t, itemsSetup, nil)
+	body := func(inner string) string {
+		return `{"message":"Invalid request","errors":{"subset":{` + inner + `}}}`
+	}
+	cases := []struct {
+		q    []string
+		want string
+	}{
+		{[]string{"subset__limit", "5"}, body(`"order_by":["order_by is required when limit or offset is present"]`)},
+		{[]string{"subset__offset", "5"}, body(`"order_by":["order_by is required when limit or offset is present"]`)},
+		{[]string{"subset__limit", "0", "subset__order_by", "id"}, body(`"limit":["must be greater than 0"]`)},
+		{[]string{"subset__offset", "-1", "subset__order_by", "id"}, body(`"offset":["must be greater than or equal to 0"]`)},
+		{[]string{"subset__limit", "abc", "subset__order_by", "id"}, body(`"limit":["is invalid"]`)},
+		{[]string{"subset__limit", "0"}, body(`"limit":["must be greater than 0"],"order_by":["order_by is required when limit or offset is present"]`)},
+		{[]string{"subset__params", "nope"}, body(`"params":["params must be valid JSON"]`)},
+		{[]string{"subset__params", "[1]"}, body(`"params":["params must be a JSON object"]`)},
+		{[]string{"subset__where", "1 x 1"}, body(`"where":["At location 17: syntax error at or near \"x\""]`)},
+	}
+	for _, c := range cases {
+		r := e.get(append([]string{"table", "items", "offset", "-1", "log", "changes_only"}, c.q...)...)
+		if r.code != 400 || r.body != c.want {
+			t.Errorf("GET %v:\n got %d %s\nwant 400 %s", c.q, r.code, r.body, c.want)
+		}
+	}
+	q := qs("table", "items", "offset", "-1", "log", "changes_only")
+	posts := []struct{ body, want string }{
+		{`{"limit":1}`, body(`"order_by":["order_by is required when limit or offset is present"]`)},
+		{`{"subset":{"limit":0,"order_by":"id"}}`, body(`"limit":["must be greater than 0"]`)},
+		{`{"offset":-2,"order_by":"id"}`, body(`"offset":["must be greater than or equal to 0"]`)},
+		{`{"limit":"x","order_by":"id"}`, body(`"limit":["is invalid"]`)},
+		{`{"where":"1 x 1"}`, body(`"where":["At location 17: syntax error at or near \"x\""]`)},
+	}
+	for _, c := range posts {
+		if r := e.do("POST", q, nil, c.body); r.code != 400 || r.body != c.want {
+			t.Errorf("POST %s:\n got %d %s\nwant 400 %s", c.body, r.code, r.body, c.want)
+		}
+	}
+	// A value PostgreSQL refuses (Electric's "subsets return 400 for
+	// invalid enum values") is a 400 under errors.subset.where too.
+	e.exec(`CREATE TYPE mood AS ENUM ('ok', 'sad'); CREATE TABLE moods (id int PRIMARY KEY, m mood)`)
+	r := e.get("table", "moods", "offset", "-1", "log", "changes_only", "subset__where", "m = 'invalid_value'")
+	if r.code != 400 || !strings.HasPrefix(r.body, `{"message":"Invalid request","errors":{"subset":{"where":`) || !strings.Contains(r.body, "invalid_value") {
+		t.Errorf("a bad enum literal: %d %s", r.code, r.body)
 	}
 }
 

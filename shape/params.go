@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -95,10 +96,14 @@ type subsetParams struct {
 }
 
 // fieldErrors are 400 validation errors by field, as Electric answers
-// them: {"message":"Invalid request","errors":{"field":["..."]}}.
+// them: {"message":"Invalid request","errors":{"field":["..."]}}. A
+// subset's errors are nested under "subset" by its own fields
+// ({"subset":{"limit":["..."]}}), as Ecto gives an embedded changeset's.
+// Fields are written sorted, as Electric's JSON encoder writes a map.
 type fieldErrors struct {
-	order []string
-	msgs  map[string][]string
+	order  []string
+	msgs   map[string][]string
+	subset *fieldErrors // errors.subset, when a subset parameter is wrong
 }
 
 func (e *fieldErrors) add(field, msg string) {
@@ -111,17 +116,42 @@ func (e *fieldErrors) add(field, msg string) {
 	e.msgs[field] = append(e.msgs[field], msg)
 }
 
-func (e *fieldErrors) empty() bool { return len(e.order) == 0 }
+// addSubset records an error of the subset's field (where, params,
+// limit, offset, order_by).
+func (e *fieldErrors) addSubset(field, msg string) {
+	if e.subset == nil {
+		e.subset = &fieldErrors{}
+	}
+	e.subset.add(field, msg)
+}
+
+func (e *fieldErrors) empty() bool { return len(e.order) == 0 && e.subset == nil }
 
 // body is the 400 response body.
 func (e *fieldErrors) body() []byte {
-	b := []byte(`{"message":"Invalid request","errors":{`)
-	for i, f := range e.order {
+	b := []byte(`{"message":"Invalid request","errors":`)
+	return append(e.appendObject(b), '}')
+}
+
+// appendObject writes {"field":["msg",...],...}, fields sorted.
+func (e *fieldErrors) appendObject(b []byte) []byte {
+	fields := slices.Clone(e.order)
+	if e.subset != nil {
+		fields = append(fields, "subset")
+	}
+	sort.Strings(fields)
+	b = append(b, '{')
+	for i, f := range fields {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = appendJSONString(b, f)
-		b = append(b, ":["...)
+		b = append(b, ':')
+		if f == "subset" && e.subset != nil {
+			b = e.subset.appendObject(b)
+			continue
+		}
+		b = append(b, '[')
 		for j, m := range e.msgs[f] {
 			if j > 0 {
 				b = append(b, ',')
@@ -130,7 +160,7 @@ func (e *fieldErrors) body() []byte {
 		}
 		b = append(b, ']')
 	}
-	return append(b, "}}"...)
+	return append(b, '}')
 }
 
 // parseRequest reads the query string. Unknown parameters are ignored, as
@@ -210,11 +240,7 @@ func parseRequest(q url.Values) (*request, *fieldErrors) {
 	default:
 		errs.add("log", "is invalid")
 	}
-	sub, err := parseSubsetQuery(q)
-	if err != "" {
-		errs.add("subset", err)
-	}
-	r.subset = sub
+	r.subset = parseSubsetQuery(q, &errs)
 	if errs.empty() {
 		return r, nil
 	}
@@ -365,8 +391,9 @@ func splitIdents(s string, sep byte) ([]string, error) {
 	}
 }
 
-// parseSubsetQuery reads subset__* parameters; nil when there are none.
-func parseSubsetQuery(q url.Values) (*subsetParams, string) {
+// parseSubsetQuery reads subset__* parameters (nil when there are
+// none); their errors go to errs' subset.
+func parseSubsetQuery(q url.Values, errs *fieldErrors) *subsetParams {
 	any := false
 	for k := range q {
 		if strings.HasPrefix(k, "subset__") && k != "subset__where_expr" && k != "subset__order_by_expr" {
@@ -374,46 +401,87 @@ func parseSubsetQuery(q url.Values) (*subsetParams, string) {
 		}
 	}
 	if !any {
-		return nil, ""
+		return nil
 	}
+	var sub fieldErrors
 	sp := &subsetParams{Where: q.Get("subset__where"), OrderBy: q.Get("subset__order_by")}
 	if p := q.Get("subset__params"); p != "" {
-		if err := json.Unmarshal([]byte(p), &sp.Params); err != nil {
+		var msg string
+		if sp.Params, msg = parseSubsetParamsJSON([]byte(p)); msg != "" {
+			sub.add("params", msg)
+		}
+	}
+	num := func(name string) *int64 {
+		s := q.Get(name)
+		if s == "" {
+			return nil
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			sub.add(strings.TrimPrefix(name, "subset__"), "is invalid")
+			return nil
+		}
+		return &n
+	}
+	sp.Limit, sp.Offset = num("subset__limit"), num("subset__offset")
+	sp.check(&sub)
+	if !sub.empty() {
+		errs.subset = &sub
+		return nil
+	}
+	return sp
+}
+
+// parseSubsetParamsJSON reads subset params given as a JSON object,
+// {"1":"abc"}; numbers and booleans are taken as their text, as
+// Electric's JsonOrMapStringParams takes them.
+func parseSubsetParamsJSON(b []byte) (map[string]string, string) {
+	var raw any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, "params must be valid JSON"
+	}
+	return subsetParamsMap(raw)
+}
+
+func subsetParamsMap(raw any) (map[string]string, string) {
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return nil, "params must be a JSON object"
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		switch x := v.(type) {
+		case string:
+			out[k] = x
+		case float64:
+			out[k] = strconv.FormatFloat(x, 'f', -1, 64)
+		case bool:
+			out[k] = strconv.FormatBool(x)
+		default:
 			return nil, "params must be a JSON object of strings"
 		}
 	}
-	num := func(name string, min int64) (*int64, string) {
-		s := q.Get(name)
-		if s == "" {
-			return nil, ""
-		}
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < min {
-			return nil, strings.TrimPrefix(name, "subset__") + " must be an integer >= " + strconv.FormatInt(min, 10)
-		}
-		return &n, ""
-	}
-	var msg string
-	if sp.Limit, msg = num("subset__limit", 1); msg != "" {
-		return nil, msg
-	}
-	if sp.Offset, msg = num("subset__offset", 0); msg != "" {
-		return nil, msg
-	}
-	if msg := sp.check(); msg != "" {
-		return nil, msg
-	}
-	return sp, ""
+	return out, ""
 }
 
-func (sp *subsetParams) check() string {
-	if (sp.Limit != nil || sp.Offset != nil) && sp.OrderBy == "" {
-		return "order_by is required when limit or offset is present"
+// check applies Electric's rules for limit, offset and order_by, with
+// Ecto's messages: order_by is required once a limit or an offset is
+// given as an integer (one that is not is "is invalid" only).
+func (sp *subsetParams) check(errs *fieldErrors) {
+	if sp.Limit != nil && *sp.Limit < 1 {
+		errs.add("limit", "must be greater than 0")
 	}
-	return ""
+	if sp.Offset != nil && *sp.Offset < 0 {
+		errs.add("offset", "must be greater than or equal to 0")
+	}
+	if (sp.Limit != nil || sp.Offset != nil) && sp.OrderBy == "" {
+		errs.add("order_by", "order_by is required when limit or offset is present")
+	}
 }
 
 // parseSubsetBody reads a POST body: the subset flat or under "subset".
+// A body that is not a JSON object is answered as Electric answers it; a
+// wrong subset field is a fieldErrors under errors.subset.
 func parseSubsetBody(body []byte) (*subsetParams, int, []byte) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
@@ -433,32 +501,48 @@ func parseSubsetBody(body []byte) (*subsetParams, int, []byte) {
 			return nil, 400, []byte(`{"error":"Request body must be a JSON object"}`)
 		}
 	}
-	var raw struct {
-		Where   string            `json:"where"`
-		Params  map[string]string `json:"params"`
-		Limit   *int64            `json:"limit"`
-		Offset  *int64            `json:"offset"`
-		OrderBy string            `json:"order_by"`
+	var sub fieldErrors
+	sp := &subsetParams{}
+	str := func(name string, dst *string) {
+		if v, ok := top[name]; ok && string(v) != "null" {
+			if json.Unmarshal(v, dst) != nil {
+				sub.add(name, "is invalid")
+			}
+		}
 	}
-	b, _ := json.Marshal(top)
-	if err := json.Unmarshal(b, &raw); err != nil {
-		eb := &fieldErrors{}
-		eb.add("subset", "invalid subset: "+err.Error())
-		return nil, 400, eb.body()
+	str("where", &sp.Where)
+	str("order_by", &sp.OrderBy)
+	num := func(name string) *int64 {
+		v, ok := top[name]
+		if !ok || string(v) == "null" {
+			return nil
+		}
+		var n int64
+		if json.Unmarshal(v, &n) != nil {
+			sub.add(name, "is invalid")
+			return nil
+		}
+		return &n
 	}
-	sp := &subsetParams{Where: raw.Where, Params: raw.Params, Limit: raw.Limit, Offset: raw.Offset, OrderBy: raw.OrderBy}
-	eb := &fieldErrors{}
-	if sp.Limit != nil && *sp.Limit < 1 {
-		eb.add("subset", "limit must be an integer >= 1")
+	sp.Limit, sp.Offset = num("limit"), num("offset")
+	if v, ok := top["params"]; ok && string(v) != "null" {
+		var raw any
+		var msg string
+		if json.Unmarshal(v, &raw) != nil {
+			msg = "params must be valid JSON"
+		} else if s, isStr := raw.(string); isStr {
+			// The JSON text of the object, as subset__params carries it.
+			sp.Params, msg = parseSubsetParamsJSON([]byte(s))
+		} else {
+			sp.Params, msg = subsetParamsMap(raw)
+		}
+		if msg != "" {
+			sub.add("params", msg)
+		}
 	}
-	if sp.Offset != nil && *sp.Offset < 0 {
-		eb.add("subset", "offset must be an integer >= 0")
-	}
-	if m := sp.check(); m != "" {
-		eb.add("subset", m)
-	}
-	if !eb.empty() {
-		return nil, 400, eb.body()
+	sp.check(&sub)
+	if !sub.empty() {
+		return nil, 400, (&fieldErrors{subset: &sub}).body()
 	}
 	return sp, 0, nil
 }

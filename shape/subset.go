@@ -12,6 +12,7 @@ import (
 
 	"github.com/freshetdb/freshet/query"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 	"github.com/pganalyze/pg_query_go/v6/parser"
 )
@@ -27,7 +28,15 @@ const displaySettings = `SET LOCAL bytea_output = 'hex'; SET LOCAL DateStyle = '
 // client uses to drop log changes the subset already holds.
 func (srv *Server) serveSubset(w http.ResponseWriter, r *http.Request, s *Shape, req *request, handle string) {
 	sp := req.subset
+	// A subset the checks refuse is Electric's validation error, a list
+	// of messages under errors.subset.<field>; one PostgreSQL refuses
+	// when it runs is its query_subset error, the message alone.
 	subErr := func(field, msg string) {
+		fe := &fieldErrors{}
+		fe.addSubset(field, msg)
+		writeFieldErrors(w, fe)
+	}
+	queryErr := func(field, msg string) {
 		b := []byte(`{"message":"Invalid request","errors":{"subset":{`)
 		b = appendJSONString(b, field)
 		b = append(b, ':')
@@ -95,6 +104,12 @@ func (srv *Server) serveSubset(w http.ResponseWriter, r *http.Request, s *Shape,
 	// The query layer's grammar bounds what a subset may say, as it
 	// bounds a shape's where: the same refusal, naming the construct.
 	if ref, err := srv.validate(r.Context(), sqlNoOrder, all); err != nil {
+		// Compiling asks PostgreSQL about the query, which may refuse a
+		// value of it (an enum's unknown label): the client's error.
+		if pe := pgError(err); pe != "" {
+			queryErr("where", pe)
+			return
+		}
 		srv.internalError(w, err)
 		return
 	} else if ref != nil {
@@ -104,7 +119,7 @@ func (srv *Server) serveSubset(w http.ResponseWriter, r *http.Request, s *Shape,
 	res, err := srv.readSubset(r.Context(), s, sql, all)
 	if err != nil {
 		if pe := pgError(err); pe != "" {
-			subErr("where", pe)
+			queryErr("where", pe)
 			return
 		}
 		srv.internalError(w, err)
@@ -178,12 +193,14 @@ func (srv *Server) validate(ctx context.Context, sql string, params []string) (*
 	return ref, err
 }
 
+// pgError is the message of an error PostgreSQL answered the query
+// with because of what the query says (wrapped or not: a data exception,
+// class 22, or a syntax error or access rule violation, class 42), or ""
+// for any other failure, which is the server's.
 func pgError(err error) string {
-	type pgErr interface{ SQLState() string }
-	if e, ok := err.(interface{ Error() string }); ok {
-		if _, ok := err.(pgErr); ok {
-			return e.Error()
-		}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "42")) {
+		return pe.Error()
 	}
 	return ""
 }
