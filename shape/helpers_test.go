@@ -176,6 +176,17 @@ func (e *env) do1(method string, q url.Values, hdr map[string]string, body strin
 	if q != nil {
 		u += "?" + q.Encode()
 	}
+	return e.send(method, u, hdr, body)
+}
+
+// path sends a request without a body or headers to the server's path p.
+func (e *env) path(method, p string) resp {
+	e.t.Helper()
+	return e.send(method, e.url+p, nil, "")
+}
+
+func (e *env) send(method, u string, hdr map[string]string, body string) resp {
+	e.t.Helper()
 	req, err := http.NewRequest(method, u, strings.NewReader(body))
 	if err != nil {
 		e.t.Fatal(err)

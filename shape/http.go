@@ -134,7 +134,8 @@ func (srv *Server) options(w http.ResponseWriter, r *http.Request) {
 		h.Set("access-control-allow-headers", strings.Join(allowed, ", "))
 	}
 	h.Set("connection", "keep-alive")
-	h.Set("cache-control", "public, max-age=86400")
+	// No cache-control, as Electric's (Api.Options deletes it): the
+	// preflight's allow-origin echoes the request's Origin.
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -165,13 +166,18 @@ func (srv *Server) internalError(w http.ResponseWriter, err error) {
 }
 
 // mustRefetch answers 409 with the handle of the shape that now matches.
-func (srv *Server) mustRefetch(w http.ResponseWriter, handle string) {
+func (srv *Server) mustRefetch(w http.ResponseWriter, r *http.Request, handle string) {
 	h := w.Header()
+	switch {
+	case r.Method == http.MethodPost:
+		h.Set("cache-control", "no-cache")
+	case handle != "":
+		h.Set("cache-control", "public, max-age=60, must-revalidate")
+	default:
+		h.Set("cache-control", "public, max-age=1, must-revalidate")
+	}
 	if handle != "" {
 		h.Set("electric-handle", handle)
-		h.Set("cache-control", "public, max-age=60, must-revalidate")
-	} else {
-		h.Set("cache-control", "public, max-age=1, must-revalidate")
 	}
 	h.Set("content-type", jsonType)
 	w.WriteHeader(http.StatusConflict)
@@ -191,6 +197,15 @@ func (srv *Server) createErr(w http.ResponseWriter, fe *fieldErrors, err error) 
 		srv.log.Warn("shape: create", "err", err)
 		srv.unavailable(w, 10, `{"code":"database_unreachable","error":"Database is unreachable"}`)
 	}
+}
+
+// nonLiveCache is the cache-control of a non-live response past -1; a
+// POST's is no-cache (Electric caches GET and OPTIONS only).
+func (srv *Server) nonLiveCache(r *http.Request) string {
+	if r.Method == http.MethodPost {
+		return "no-cache"
+	}
+	return "public, max-age=" + strconv.Itoa(srv.cfg.MaxAge) + ", stale-while-revalidate=" + strconv.Itoa(srv.cfg.StaleAge)
 }
 
 // electric's cursor epoch: 2024-10-09T00:00:00Z.
@@ -306,7 +321,7 @@ func (srv *Server) serveShape(w http.ResponseWriter, r *http.Request) {
 				srv.createErr(w, fe, err)
 				return
 			}
-			srv.mustRefetch(w, m.Handle())
+			srv.mustRefetch(w, r, m.Handle())
 			return
 		}
 	}
@@ -331,7 +346,7 @@ func (srv *Server) serveShape(w http.ResponseWriter, r *http.Request) {
 			writeError(w, end.code, fe.body())
 			return
 		}
-		srv.refetchFor(w, ctx, req.def)
+		srv.refetchFor(w, r, req.def)
 		return
 	}
 	if req.subset != nil {
@@ -339,7 +354,7 @@ func (srv *Server) serveShape(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.now {
-		srv.serveNow(w, s, handle)
+		srv.serveNow(w, r, s, handle)
 		return
 	}
 	if req.sse {
@@ -350,16 +365,16 @@ func (srv *Server) serveShape(w http.ResponseWriter, r *http.Request) {
 }
 
 // refetchFor answers 409 pointing at the (new) shape for def.
-func (srv *Server) refetchFor(w http.ResponseWriter, ctx context.Context, def definition) {
-	m, fe, err := srv.getOrCreate(ctx, def)
+func (srv *Server) refetchFor(w http.ResponseWriter, r *http.Request, def definition) {
+	m, fe, err := srv.getOrCreate(r.Context(), def)
 	if m == nil {
 		srv.createErr(w, fe, err)
 		return
 	}
-	srv.mustRefetch(w, m.Handle())
+	srv.mustRefetch(w, r, m.Handle())
 }
 
-func (srv *Server) serveNow(w http.ResponseWriter, s *Shape, handle string) {
+func (srv *Server) serveNow(w http.ResponseWriter, r *http.Request, s *Shape, handle string) {
 	pos := uint64(srv.cfg.Engine.Position())
 	s.mu.Lock()
 	latest, seen := s.latest, s.resumeLocked(pos)
@@ -370,7 +385,7 @@ func (srv *Server) serveNow(w http.ResponseWriter, s *Shape, handle string) {
 	h.Set("electric-schema", s.lay.schema)
 	h.Set("electric-up-to-date", "")
 	h.Set("electric-has-data", "false")
-	h.Set("cache-control", "public, max-age="+strconv.Itoa(srv.cfg.MaxAge)+", stale-while-revalidate="+strconv.Itoa(srv.cfg.StaleAge))
+	h.Set("cache-control", srv.nonLiveCache(r))
 	h.Set("content-type", jsonType)
 	body := append([]byte{'['}, upToDateMsg(seen)...)
 	w.Write(append(body, ']'))
@@ -413,7 +428,7 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 			}
 			cur := s.handleLocked()
 			s.mu.Unlock()
-			srv.mustRefetch(w, cur)
+			srv.mustRefetch(w, r, cur)
 			return
 		}
 		// Past the shape's end: out of bounds, unless the shape is
@@ -435,7 +450,7 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 		}
 		s.mu.Unlock()
 		if st == gone {
-			srv.refetchFor(w, ctx, req.def)
+			srv.refetchFor(w, r, req.def)
 			return
 		}
 		if wait {
@@ -473,7 +488,7 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 			f, err := os.Open(loc.file)
 			if err != nil {
 				// The generation was collected meanwhile.
-				srv.mustRefetch(w, s.Handle())
+				srv.mustRefetch(w, r, s.Handle())
 				return
 			}
 			// Open, the file stays readable even if the generation is
@@ -516,12 +531,14 @@ func (srv *Server) writeLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 	h.Set("electric-offset", endTxt)
 	h.Set("etag", etag)
 	switch {
+	case r.Method == http.MethodPost:
+		h.Set("cache-control", "no-cache")
 	case req.offset.Before:
 		h.Set("cache-control", cacheMinusOne)
 	case req.live:
 		h.Set("cache-control", cacheLive)
 	default:
-		h.Set("cache-control", "public, max-age="+strconv.Itoa(srv.cfg.MaxAge)+", stale-while-revalidate="+strconv.Itoa(srv.cfg.StaleAge))
+		h.Set("cache-control", srv.nonLiveCache(r))
 	}
 	if req.live {
 		h.Set("electric-cursor", srv.nextCursor(req.cursor))
@@ -532,7 +549,9 @@ func (srv *Server) writeLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 	if upToDate {
 		h.Set("electric-up-to-date", "")
 	}
-	if empty && (req.live || upToDate) {
+	// "false" only for a live request's timeout (and offset=now), as
+	// Electric's no_changes.
+	if empty && req.live {
 		h.Set("electric-has-data", "false")
 	} else {
 		h.Set("electric-has-data", "true")
@@ -540,6 +559,7 @@ func (srv *Server) writeLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 	if inm := r.Header.Get("If-None-Match"); inm != "" {
 		for _, t := range strings.Split(inm, ",") {
 			if strings.Trim(strings.TrimSpace(t), `"`) == strings.Trim(etag, `"`) {
+				h.Del("electric-schema") // a 200's only
 				w.WriteHeader(http.StatusNotModified)
 				return
 			}

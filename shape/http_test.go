@@ -30,17 +30,19 @@ func TestHealth(t *testing.T) {
 	if res.StatusCode != 200 || string(b[:n]) != `{"status":"active"}` || res.Header.Get("cache-control") != "no-cache, no-store, must-revalidate" {
 		t.Errorf("health: %d %q cache-control %q", res.StatusCode, b[:n], res.Header.Get("cache-control"))
 	}
+	// Before the stream's first consistent point: 202 starting.
+	s := newEnv(t, "", func(c *shape.Config) { c.Ready = func() bool { return false } })
+	r := s.path("GET", "/v1/health")
+	if r.code != 202 || r.body != `{"status":"starting"}` || r.h.Get("cache-control") != "no-cache, no-store, must-revalidate" {
+		t.Errorf("health while starting: %d %q cache-control %q", r.code, r.body, r.h.Get("cache-control"))
+	}
 }
 
 func TestUnknownRoute404(t *testing.T) {
 	e := newEnv(t, "", nil)
-	res, err := http.Get(e.url + "/v1/nope")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != 404 || res.Header.Get("access-control-allow-methods") != "GET, HEAD" {
-		t.Errorf("unknown route: %d, methods %q", res.StatusCode, res.Header.Get("access-control-allow-methods"))
+	r := e.path("GET", "/v1/nope")
+	if r.code != 404 || r.body != "Not found" || r.h.Get("access-control-allow-methods") != "GET, HEAD" {
+		t.Errorf("unknown route: %d %q, methods %q", r.code, r.body, r.h.Get("access-control-allow-methods"))
 	}
 }
 
@@ -67,10 +69,20 @@ func TestCORSHeaders(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
-	e := newEnv(t, "", nil)
+	// A preflight carries no secret: OPTIONS is not authenticated.
+	e := newEnv(t, "", func(c *shape.Config) { c.Insecure, c.Secret = false, "s3cret" })
 	r := e.do("OPTIONS", nil, map[string]string{"Access-Control-Request-Headers": "If-None-Match, X-Custom, traceparent"}, "")
 	if r.code != 204 || r.h.Get("access-control-max-age") != "86400" || r.h.Get("access-control-allow-headers") != "if-none-match, traceparent" {
 		t.Errorf("OPTIONS: %d max-age %q allow-headers %q", r.code, r.h.Get("access-control-max-age"), r.h.Get("access-control-allow-headers"))
+	}
+	// Electric's OPTIONS deletes cache-control (Api.Options): the
+	// preflight's allow-origin is the request's Origin, which a shared
+	// cache must not hand to another origin.
+	if v, ok := r.h["Cache-Control"]; ok {
+		t.Errorf("OPTIONS carries cache-control %q", v)
+	}
+	if r.h.Get("access-control-allow-methods") != "GET, POST, HEAD, DELETE, OPTIONS" {
+		t.Errorf("OPTIONS: methods %q", r.h.Get("access-control-allow-methods"))
 	}
 }
 
@@ -99,6 +111,11 @@ func TestSecret(t *testing.T) {
 	}
 	if r := e.do("GET", qs("table", "items", "offset", "-1"), map[string]string{"Authorization": "Bearer s3cret"}, ""); r.code != 200 {
 		t.Errorf("Authorization: Bearer: %d %s", r.code, r.body)
+	}
+	for _, a := range []string{"Bearer wrong", "Bearer ", "Basic s3cret", "s3cret", "Bearer s3cret2"} {
+		if r := e.do("GET", qs("table", "items", "offset", "-1"), map[string]string{"Authorization": a}, ""); r.code != 401 {
+			t.Errorf("Authorization: %s: %d, want 401", a, r.code)
+		}
 	}
 }
 
@@ -364,10 +381,19 @@ func TestEtag304(t *testing.T) {
 	if r2.code != 304 || r2.body != "" {
 		t.Errorf("If-None-Match: %d %q", r2.code, r2.body)
 	}
+	// electric-schema goes on a 200 only (Response.put_schema_header).
+	if r2.h.Get("electric-schema") != "" || r2.h.Get("etag") != etag || r2.h.Get("electric-handle") == "" {
+		t.Errorf("304: schema %q etag %q handle %q", r2.h.Get("electric-schema"), r2.h.Get("etag"), r2.h.Get("electric-handle"))
+	}
 	h := r.h.Get("electric-handle")
 	r = e.get("table", "items", "offset", "0_0", "handle", h)
 	if r.h.Get("etag") != `"`+h+`:0_0:0_0"` {
 		t.Errorf("etag %q", r.h.Get("etag"))
+	}
+	// Up-to-date with nothing new, not live: Electric's no_changes is
+	// set only for offset=now and a live request's timeout.
+	if r.h.Get("electric-has-data") != "true" || r.h.Get("electric-schema") == "" {
+		t.Errorf("non-live, nothing new: has-data %q schema %q", r.h.Get("electric-has-data"), r.h.Get("electric-schema"))
 	}
 	if r.h.Get("cache-control") != "public, max-age=60, stale-while-revalidate=300" {
 		t.Errorf("non-live cache-control %q", r.h.Get("cache-control"))
@@ -657,6 +683,29 @@ func TestAllowList(t *testing.T) {
 	}
 	if r := e.get("table", "items", "offset", "-1", "columns", "id,title", "log", "changes_only", "subset__where", "title LIKE 'item%' AND (id > 1 OR NOT (title IS NULL))"); r.code != 200 {
 		t.Errorf("a subset where on selected columns: %d %s", r.code, r.body)
+	}
+}
+
+// Electric caches responses to GET (and HEAD, which Plug.Head makes a
+// GET) only: a POST, subset or not, is no-cache.
+func TestPostNoCache(t *testing.T) {
+	e := newEnv(t, itemsSetup, nil)
+	r := e.do("POST", qs("table", "items", "offset", "-1"), nil, "")
+	if r.code != 200 || r.h.Get("cache-control") != "no-cache" || !strings.Contains(r.body, `"item 1"`) {
+		t.Errorf("POST -1: %d cache-control %q %s", r.code, r.h.Get("cache-control"), r.body)
+	}
+	h := r.h.Get("electric-handle")
+	for _, q := range []url.Values{
+		qs("table", "items", "offset", "0_0", "handle", h),
+		qs("table", "items", "offset", "now"),
+		qs("table", "items", "offset", "0_0", "handle", "1-1"),
+	} {
+		if r := e.do("POST", q, nil, ""); r.h.Get("cache-control") != "no-cache" {
+			t.Errorf("POST %v: %d cache-control %q", q, r.code, r.h.Get("cache-control"))
+		}
+	}
+	if r := e.do("HEAD", qs("table", "items", "offset", "0_0", "handle", h), nil, ""); r.h.Get("cache-control") != "public, max-age=60, stale-while-revalidate=300" {
+		t.Errorf("HEAD: cache-control %q", r.h.Get("cache-control"))
 	}
 }
 
