@@ -103,7 +103,10 @@ func (e *env) start() {
 		t.Fatal(err)
 	}
 	cfg := e.cfg
-	cfg.Engine, cfg.Pool, cfg.Types, cfg.Publication, cfg.Logger, cfg.ServerVersion = eng, pool, rd.Types(), slot, quiet(), "test"
+	cfg.Engine, cfg.Pool, cfg.Types, cfg.Logger, cfg.ServerVersion = eng, pool, rd.Types(), quiet(), "test"
+	if cfg.Publication == "" {
+		cfg.Publication = slot
+	}
 	srv, err := shape.Open(ctx, cfg)
 	if err != nil {
 		t.Fatalf("open shape server: %v", err)

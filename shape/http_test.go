@@ -709,6 +709,24 @@ func TestPostNoCache(t *testing.T) {
 	}
 }
 
+// A table outside the publication the server follows is refused: its
+// changes would never reach the shape.
+func TestOutsidePublication(t *testing.T) {
+	e := newEnv(t, itemsSetup+`; CREATE TABLE other (id int PRIMARY KEY); CREATE PUBLICATION narrow FOR TABLE items`,
+		func(c *shape.Config) { c.Publication = "narrow" })
+	r := e.get("table", "other", "offset", "-1")
+	want := `{"message":"Invalid request","errors":{"table":["Table \"public\".\"other\" is not in the publication \"narrow\" that this server follows: add it (ALTER PUBLICATION \"narrow\" ADD TABLE \"public\".\"other\")"]}}`
+	if r.code != 400 || r.body != want {
+		t.Errorf("a table outside the publication:\n got %d %s\nwant 400 %s", r.code, r.body, want)
+	}
+	if r := e.get("table", "items", "offset", "-1"); r.code != 200 {
+		t.Errorf("a table of the publication: %d %s", r.code, r.body)
+	}
+	if e.srv.Shapes() != 1 {
+		t.Errorf("%d shapes, want 1", e.srv.Shapes())
+	}
+}
+
 func TestHeadLikeGet(t *testing.T) {
 	e := newEnv(t, itemsSetup, nil)
 	r := e.do("HEAD", qs("table", "items", "offset", "-1"), nil, "")
