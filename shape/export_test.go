@@ -37,3 +37,13 @@ func (srv *Server) SetBodyHook(f func()) {
 	}
 	srv.bodyHook.Store(&f)
 }
+
+// SetSubsetHook makes every subset run f between reading its snapshot's
+// metadata and running its query (nil: none).
+func (srv *Server) SetSubsetHook(f func()) {
+	if f == nil {
+		srv.subsetHook.Store(nil)
+		return
+	}
+	srv.subsetHook.Store(&f)
+}

@@ -2,6 +2,7 @@ package shape_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -575,6 +576,48 @@ func TestSubsetErrors(t *testing.T) {
 	if r.code != 400 || !strings.HasPrefix(r.body, `{"message":"Invalid request","errors":{"subset":{"where":`) || !strings.Contains(r.body, "invalid_value") {
 		t.Errorf("a bad enum literal: %d %s", r.code, r.body)
 	}
+}
+
+// A subset's rows and its metadata are one snapshot (REPEATABLE READ):
+// a transaction committed between the metadata's read and the rows'
+// query is in neither, its xid is past xmax, and the log delivers it
+// after the subset's offset, so the client applies it.
+func TestSubsetOneSnapshot(t *testing.T) {
+	e := newEnv(t, itemsSetup, nil)
+	kv := []string{"table", "items", "log", "changes_only"}
+	h, off := e.syncTo(map[string]map[string]any{}, "", "-1", kv...)
+	var xid int64
+	e.srv.SetSubsetHook(func() {
+		e.srv.SetSubsetHook(nil)
+		if err := e.conn.QueryRow(context.Background(), `INSERT INTO items VALUES (100, 'late', 100) RETURNING txid_current() % 4294967296`).Scan(&xid); err != nil {
+			t.Error(err)
+		}
+	})
+	r := e.get(append(kv, "offset", off, "handle", h, "subset__where", "id > 0")...)
+	var sub struct {
+		Metadata struct {
+			Xmin, Xmax string
+			Xip        []string `json:"xip_list"`
+		}
+		Data []map[string]any
+	}
+	if err := json.Unmarshal([]byte(r.body), &sub); r.code != 200 || err != nil {
+		t.Fatalf("subset: %d %s (%v)", r.code, r.body, err)
+	}
+	if len(sub.Data) != 5 || strings.Contains(r.body, `"late"`) {
+		t.Errorf("the subset's rows are not its snapshot's: %d rows %s", len(sub.Data), r.body)
+	}
+	xmax, _ := strconv.ParseInt(sub.Metadata.Xmax, 10, 64)
+	if xid == 0 || xid < xmax {
+		t.Errorf("the late transaction's xid %d is below the snapshot's xmax %s", xid, sub.Metadata.Xmax)
+	}
+	eventually(t, 10*time.Second, func() string {
+		r := e.get(append(kv, "offset", r.h.Get("electric-offset"), "handle", h)...)
+		if !strings.Contains(r.body, `"late"`) || !strings.Contains(r.body, `"txids":[`+strconv.FormatInt(xid, 10)+`]`) {
+			return "the late insert is not in the log after the subset's offset: " + r.body
+		}
+		return ""
+	})
 }
 
 func TestSubsetPOST(t *testing.T) {

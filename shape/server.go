@@ -42,6 +42,7 @@ type Server struct {
 	reqLive, reqSSE, reqOther atomic.Uint64          // Requests
 	bodiesBuilt               atomic.Uint64          // message bodies built (messagesBody), for tests
 	bodyHook                  atomic.Pointer[func()] // tests: run once a message body is had, before it is written
+	subsetHook                atomic.Pointer[func()] // tests: run between a subset's snapshot and its query
 }
 
 // Open starts a shape server: it creates the data directory, loads every

@@ -224,6 +224,9 @@ func (srv *Server) readSubset(ctx context.Context, s *Shape, sql string, params 
 	if err != nil {
 		return nil, err
 	}
+	if hook := srv.subsetHook.Load(); hook != nil {
+		(*hook)()
+	}
 	args := make([]any, len(params))
 	for i, p := range params {
 		args[i] = p
