@@ -1,7 +1,7 @@
 # Freshet: `make demo` shows it working, `make test` proves it.
 GO ?= go
 
-.PHONY: demo demo-cluster test build vet fmt-check tidy-check fuzz postgres nginx nats-server bench bench-tail clean
+.PHONY: demo demo-cluster test build vet fmt-check tidy-check fuzz postgres nginx node nats-server bench bench-tail clean
 
 # Built, then run (rather than go run, which exits 1 after Ctrl-C even when
 # the demo stops cleanly). DEMO_FLAGS passes flags, e.g.
@@ -24,7 +24,7 @@ nats-server:
 # detector over the packages with concurrency (the kill/restart and
 # scenario tests of cmd/freshet and ticketdesk included), and every fuzz
 # target for a bounded time (scripts/fuzz.sh; FUZZTIME=10s each).
-test: postgres nginx fmt-check vet tidy-check
+test: postgres nginx node fmt-check vet tidy-check
 	$(GO) test -count=1 -timeout 45m ./...
 	@pkgs=$$($(GO) list ./... | grep -E '/(pgwal|engine|s2s|readcache|bus|shape|cmd/freshet|ticketdesk)($$|/)' || true); \
 	if [ -n "$$pkgs" ]; then echo "go test -race $$pkgs"; $(GO) test -count=1 -race -timeout 30m $$pkgs; fi
@@ -54,6 +54,12 @@ postgres:
 # The shape API's CDN test (shape.TestCDN) runs a real nginx proxy cache.
 nginx:
 	@bash scripts/ensure-nginx.sh
+
+# The shape API's Node tests (shape.TestElectricClient) run the real
+# @electric-sql/client, installed by the test with npm ci from
+# shape/nodetest/package-lock.json, on Node.js 20.14 or later.
+node:
+	@bash scripts/ensure-node.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

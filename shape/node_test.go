@@ -2,6 +2,7 @@ package shape_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -31,6 +32,19 @@ func npmCI(t *testing.T) string {
 	npmOnce.Do(func() {
 		if _, err := exec.LookPath("npm"); err != nil {
 			npmErr = err
+			return
+		}
+		// node --test's --test-concurrency and --test-force-exit, which
+		// TestElectricClient passes, are in Node.js 20.14 and later.
+		ver, err := exec.Command("node", "--version").Output()
+		if err != nil {
+			npmErr = err
+			return
+		}
+		v := strings.TrimSpace(string(ver))
+		var major, minor int
+		if _, err := fmt.Sscanf(v, "v%d.%d", &major, &minor); err != nil || major < 20 || (major == 20 && minor < 14) {
+			npmErr = errorf("Node.js %s is too old: the Node tests need 20.14 or later (make node says how to get it)", v)
 			return
 		}
 		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
