@@ -320,6 +320,13 @@ func TestLongPollWakes(t *testing.T) {
 	rows := map[string]map[string]any{}
 	h, off := e.syncTo(rows, "", "-1", "table", "items")
 	done := make(chan resp, 1)
+	// Electric's cursor: the end of the current long-poll window,
+	// ceil(seconds since 2024-10-09T00:00:00Z / 20) * 20.
+	window := func() int64 {
+		secs := int64(time.Since(time.Date(2024, 10, 9, 0, 0, 0, 0, time.UTC)) / time.Second)
+		return (secs + 19) / 20 * 20
+	}
+	before := window()
 	go func() { done <- e.get("table", "items", "offset", off, "handle", h, "live", "true") }()
 	time.Sleep(200 * time.Millisecond)
 	e.exec(`INSERT INTO items VALUES (6, 'six', 6)`)
@@ -331,8 +338,33 @@ func TestLongPollWakes(t *testing.T) {
 		if r.h.Get("electric-has-data") != "true" {
 			t.Errorf("has-data %q", r.h.Get("electric-has-data"))
 		}
+		if c, err := strconv.ParseInt(r.h.Get("electric-cursor"), 10, 64); err != nil || c%20 != 0 || c < before || c > window() {
+			t.Errorf("electric-cursor %q, want the end of the 20 s window (%d..%d)", r.h.Get("electric-cursor"), before, window())
+		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the long-poll was not woken by the commit")
+	}
+}
+
+// A shape that goes away while a live request is held answers that
+// request 409 with the handle of the shape that now matches (Electric's
+// shape_rotation while held).
+func TestLiveHeld409(t *testing.T) {
+	e := newEnv(t, itemsSetup, func(c *shape.Config) { c.AllowDeletion, c.LongPoll = true, 20*time.Second })
+	h, off := e.syncTo(map[string]map[string]any{}, "", "-1", "table", "items")
+	done := make(chan resp, 1)
+	go func() { done <- e.get("table", "items", "offset", off, "handle", h, "live", "true") }()
+	time.Sleep(300 * time.Millisecond)
+	if r := e.do("DELETE", qs("handle", h), nil, ""); r.code != 202 {
+		t.Fatalf("DELETE: %d %s", r.code, r.body)
+	}
+	select {
+	case r := <-done:
+		if r.code != 409 || r.body != `[{"headers":{"control":"must-refetch"}}]` || r.h.Get("electric-handle") == "" || r.h.Get("electric-handle") == h {
+			t.Errorf("held request after DELETE: %d %s handle %q (old %q)", r.code, r.body, r.h.Get("electric-handle"), h)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the held request was not answered when its shape went away")
 	}
 }
 
