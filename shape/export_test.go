@@ -8,14 +8,7 @@ func (srv *Server) BodiesBuilt() uint64 { return srv.bodiesBuilt.Load() }
 // bodies are held, over every shape.
 func (srv *Server) BodyHolders() (holders, bodies int) {
 	srv.mu.Lock()
-	shapes := make([]*Shape, 0, len(srv.byHandle))
-	seen := map[*Shape]bool{}
-	for _, s := range srv.byHandle {
-		if !seen[s] {
-			seen[s] = true
-			shapes = append(shapes, s)
-		}
-	}
+	shapes := srv.reg.all()
 	srv.mu.Unlock()
 	for _, s := range shapes {
 		s.mu.Lock()

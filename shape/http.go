@@ -418,12 +418,13 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 			// client takes a reused handle for a stale cache), so the
 			// shape takes a new one.
 			if s.handleLocked() == handle {
-				s.rotated = append(s.rotated, newHandle())
+				h := newHandle()
+				s.rotated = append(s.rotated, h)
 				if err := s.saveMetaLocked(); err != nil {
 					srv.log.Warn("shape: save new handle", "err", err)
 				}
 				srv.mu.Lock()
-				srv.byHandle[s.handleLocked()] = s
+				srv.reg.rotate(s, h)
 				srv.mu.Unlock()
 			}
 			cur := s.handleLocked()
@@ -628,7 +629,7 @@ func (srv *Server) deleteShape(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		srv.mu.Lock()
-		s = srv.byDef.get(req.def, req.def.id())
+		s = srv.reg.get(&req.def)
 		srv.mu.Unlock()
 		if s != nil && handle != "" && srv.lookup(handle) != s {
 			fe := &fieldErrors{}

@@ -225,8 +225,8 @@ func measureShapes(t *testing.T, n int, rows bool, profile string) memFigures {
 // profile with the one-row shapes live.
 func TestShapeMemory(t *testing.T) {
 	const (
-		maxShapeBytes = 760
-		maxTotalBytes = 2200
+		maxShapeBytes = 680
+		maxTotalBytes = 2120
 		aim           = 1024
 	)
 	n := 500

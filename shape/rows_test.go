@@ -2,7 +2,7 @@ package shape
 
 import (
 	"fmt"
-	"hash/maphash"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -137,30 +137,106 @@ func show(vals []*string) []string {
 	return out
 }
 
-// TestDefIndex: two definitions whose hashes collide are both found, each
-// as itself.
-func TestDefIndex(t *testing.T) {
-	x := newDefIndex()
-	a := &Shape{def: definition{Schema: "public", Table: "a"}}
-	b := &Shape{def: definition{Schema: "public", Table: "b"}}
-	x.put(a, a.def.id())
-	// a also under b's hash: b's definition then collides with a's.
-	x.m[maphash.String(x.seed, b.def.id())] = a
-	x.put(b, b.def.id())
-	if x.more[b.def.id()] != b {
-		t.Fatal("a colliding definition is not kept by its text")
+// TestShapeIndex: shapes put, replaced and removed at random, under a
+// hash that sends many keys to one slot (long probe runs, deletions in
+// the middle of a run, runs that wrap around the table's end, growth and
+// shrinking), are found exactly as a map of the same keys finds them.
+func TestShapeIndex(t *testing.T) {
+	for _, spread := range []uint64{1, 3, 64, 1 << 62} {
+		rnd := rand.New(rand.NewPCG(spread, 7))
+		key := map[*Shape]uint64{}
+		x := shapeIndex{
+			hash: func(s *Shape) uint64 { return key[s] % spread * 0x9e3779b97f4a7c15 },
+			same: func(a, b *Shape) bool { return key[a] == key[b] },
+		}
+		model := map[uint64]*Shape{}
+		for step := 0; step < 20000; step++ {
+			k := rnd.Uint64N(300)
+			switch rnd.IntN(3) {
+			case 0, 1:
+				if rnd.IntN(2) == 0 || step < 3000 {
+					s := &Shape{}
+					key[s] = k
+					x.put(s)
+					model[k] = s
+				} else if s := model[k]; s != nil {
+					x.del(s)
+					delete(model, k)
+				}
+			case 2:
+				if s := model[k]; s != nil && rnd.IntN(4) == 0 {
+					// A shape whose key another now holds is not removed by
+					// its key: del removes that shape only.
+					o := &Shape{}
+					key[o] = k
+					x.del(o)
+				}
+			}
+			if x.n != len(model) {
+				t.Fatalf("spread %d, step %d: %d shapes, want %d", spread, step, x.n, len(model))
+			}
+			if step%97 == 0 || step > 19000 {
+				for k := uint64(0); k < 300; k++ {
+					probe := &Shape{}
+					key[probe] = k
+					got := x.get(x.hash(probe), func(s *Shape) bool { return key[s] == k })
+					if got != model[k] {
+						t.Fatalf("spread %d, step %d: key %d found %p, want %p", spread, step, k, got, model[k])
+					}
+				}
+			}
+		}
+		if len(x.all()) != len(model) {
+			t.Fatalf("all: %d shapes, want %d", len(x.all()), len(model))
+		}
 	}
-	if got := x.get(a.def, a.def.id()); got != a {
-		t.Fatalf("get(a) = %v", got)
+}
+
+// TestHandleText: a handle's text reads back as the handle, and a text
+// String would not write (a leading zero, a sign, a part missing) names
+// none, so two texts never find one shape.
+func TestHandleText(t *testing.T) {
+	for i := 0; i < 100; i++ {
+		h := newHandle()
+		got, ok := parseHandle(h.String())
+		if !ok || got != h {
+			t.Fatalf("%s reads back as %v, %v", h, got, ok)
+		}
 	}
-	if got := x.get(b.def, b.def.id()); got != b {
-		t.Fatalf("get(b) = %v", got)
+	if h, ok := parseHandle("0-0"); !ok || h != (handle{}) {
+		t.Fatal("0-0 is not read")
 	}
-	if got := x.get(definition{Schema: "public", Table: "c"}, `{"c"}`); got != nil {
-		t.Fatalf("get(c) = %v, want none", got)
+	for _, s := range []string{"", "-", "1-", "-1", "01-2", "1-02", "+1-2", "1-+2", "1--2", "1-2-3", "x-1", "18446744073709551616-1", "1 -2", "nope"} {
+		if h, ok := parseHandle(s); ok {
+			t.Errorf("%q read as %v", s, h)
+		}
 	}
-	x.del(b, b.def.id())
-	if x.get(b.def, b.def.id()) != nil || x.get(a.def, a.def.id()) != a {
-		t.Fatal("removing b removed a, or kept b")
+}
+
+// TestRegistry: a shape is found by its first handle, by every handle a
+// 409 gave it and by its definition, and by none of them once removed.
+func TestRegistry(t *testing.T) {
+	r := newRegistry()
+	a := &Shape{name: newHandle(), def: definition{Schema: "public", Table: "a"}}
+	b := &Shape{name: newHandle(), def: definition{Schema: "public", Table: "a", Where: "x = 1"}}
+	h2 := newHandle()
+	r.put(a, nil)
+	r.put(b, nil)
+	r.rotate(a, h2)
+	a.rotated = []handle{h2}
+	for _, c := range []struct {
+		h    string
+		want *Shape
+	}{{a.name.String(), a}, {h2.String(), a}, {b.name.String(), b}, {"1-1", nil}, {"nope", nil}} {
+		if got := r.lookup(c.h); got != c.want {
+			t.Errorf("lookup(%s) = %p, want %p", c.h, got, c.want)
+		}
+	}
+	if r.get(&definition{Schema: "public", Table: "a"}) != a || r.get(&definition{Schema: "public", Table: "a", Where: "x = 1"}) != b || r.get(&definition{Schema: "public", Table: "b"}) != nil {
+		t.Error("get by definition")
+	}
+	r.del(a, a.rotated)
+	if r.lookup(a.name.String()) != nil || r.lookup(h2.String()) != nil || r.get(&a.def) != nil || r.lookup(b.name.String()) != b || r.len() != 1 || r.rotated != nil {
+		t.Error("del(a)")
 	}
 }

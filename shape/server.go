@@ -2,14 +2,11 @@ package shape
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,8 +28,7 @@ type Server struct {
 
 	createMu sync.Mutex // serializes shape creation
 	mu       sync.Mutex
-	byHandle map[string]*Shape
-	byDef    defIndex
+	reg      *registry
 	layouts  map[string]*layout // never shrinks: one per table and column list served
 
 	dirtyMu  sync.Mutex
@@ -61,7 +57,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	srv := &Server{cfg: cfg, log: log, render: renderer{types: cfg.Types}, ctx: sctx, cancel: cancel,
-		byHandle: map[string]*Shape{}, byDef: newDefIndex(), layouts: map[string]*layout{}, dirtySet: map[*Shape]struct{}{}, dirtyCh: make(chan struct{}, 1)}
+		reg: newRegistry(), layouts: map[string]*layout{}, dirtySet: map[*Shape]struct{}{}, dirtyCh: make(chan struct{}, 1)}
 	srv.wg.Add(2)
 	go srv.writer()
 	go srv.reaper()
@@ -79,7 +75,7 @@ func (srv *Server) Close() error {
 		return nil
 	}
 	srv.mu.Lock()
-	shapes := srv.byDef.all()
+	shapes := srv.reg.all()
 	srv.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -108,7 +104,7 @@ func (srv *Server) closing() bool { return srv.closed.Load() }
 func (srv *Server) Shapes() int {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
-	return srv.byDef.len()
+	return srv.reg.len()
 }
 
 // dirty schedules s for the writer. It may be called with s.mu held.
@@ -174,7 +170,7 @@ func (srv *Server) reaper() {
 			return
 		case now := <-t.C:
 			srv.mu.Lock()
-			shapes := srv.byDef.all()
+			shapes := srv.reg.all()
 			srv.mu.Unlock()
 			for _, s := range shapes {
 				if err := s.collect(now); err != nil {
@@ -196,12 +192,7 @@ func (srv *Server) reaper() {
 // files. Called with s.mu held.
 func (srv *Server) forget(s *Shape) {
 	srv.mu.Lock()
-	for _, h := range s.handlesLocked() {
-		if srv.byHandle[h] == s {
-			delete(srv.byHandle, h)
-		}
-	}
-	srv.byDef.del(s, s.def.id())
+	srv.reg.del(s, s.rotated)
 	srv.mu.Unlock()
 	id := s.sub
 	srv.wg.Add(1)
@@ -269,14 +260,6 @@ type refusalError struct{ msg string }
 
 func (e refusalError) Error() string { return e.msg }
 
-// newHandle returns a handle never used before: random digits and the
-// creation time in milliseconds, like Electric's.
-func newHandle() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return strconv.FormatUint(binary.LittleEndian.Uint64(b[:])>>20, 10) + "-" + strconv.FormatInt(time.Now().UnixMilli(), 10)
-}
-
 // errShapeLimit is the shape cap being reached.
 var errShapeLimit = errors.New("shape limit reached")
 
@@ -284,9 +267,8 @@ var errShapeLimit = errors.New("shape limit reached")
 // when there is none. A definition the catalog or the engine refuses is
 // a fieldErrors.
 func (srv *Server) getOrCreate(ctx context.Context, def definition) (*Shape, *fieldErrors, error) {
-	id := def.id()
 	srv.mu.Lock()
-	s := srv.byDef.get(def, id)
+	s := srv.reg.get(&def)
 	srv.mu.Unlock()
 	if s != nil {
 		return s, nil, nil
@@ -294,7 +276,7 @@ func (srv *Server) getOrCreate(ctx context.Context, def definition) (*Shape, *fi
 	srv.createMu.Lock()
 	defer srv.createMu.Unlock()
 	srv.mu.Lock()
-	s, n := srv.byDef.get(def, id), srv.byDef.len()
+	s, n := srv.reg.get(&def), srv.reg.len()
 	srv.mu.Unlock()
 	if s != nil {
 		return s, nil, nil
@@ -321,8 +303,7 @@ func (srv *Server) getOrCreate(ctx context.Context, def definition) (*Shape, *fi
 	if fe != nil || err != nil {
 		return nil, fe, err
 	}
-	h := newHandle()
-	s = srv.newShape(def, ti.cols, h)
+	s = srv.newShape(def, ti.cols, newHandle())
 	if err := os.MkdirAll(s.dir(), 0o755); err != nil {
 		return nil, nil, fmt.Errorf("create shape directory: %w", err)
 	}
@@ -347,12 +328,12 @@ func (srv *Server) getOrCreate(ctx context.Context, def definition) (*Shape, *fi
 	return s, nil, nil
 }
 
-func (srv *Server) newShape(def definition, cols []column, handle string) *Shape {
+func (srv *Server) newShape(def definition, cols []column, name handle) *Shape {
 	lay := srv.layoutOf(def, cols)
 	// The table's names are the layout's, one copy for all its shapes
 	// rather than the strings each request's URL was parsed into.
 	def.Schema, def.Table = lay.tableSchema, lay.table
-	return &Shape{srv: srv, def: def, lay: lay, name: handle, used: time.Now().UnixNano()}
+	return &Shape{srv: srv, def: def, lay: lay, name: name, used: time.Now().UnixNano()}
 }
 
 // layoutOf returns the layout for a table's columns, shared with every
@@ -399,17 +380,14 @@ func (srv *Server) register(s *Shape) {
 	}
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
-	srv.byDef.put(s, s.def.id())
-	for _, h := range s.handlesLocked() {
-		srv.byHandle[h] = s
-	}
+	srv.reg.put(s, s.rotated)
 }
 
 // lookup finds a live shape by handle.
-func (srv *Server) lookup(handle string) *Shape {
+func (srv *Server) lookup(h string) *Shape {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
-	return srv.byHandle[handle]
+	return srv.reg.lookup(h)
 }
 
 // loadAll loads every shape stored in the data directory.
@@ -451,13 +429,20 @@ func (srv *Server) load(ctx context.Context, dir string) error {
 	if fe != nil {
 		return fmt.Errorf("its table cannot be served now: %s", fe.body())
 	}
-	s := srv.newShape(m.Def, ti.cols, m.Handles[0])
+	var hs []handle
+	for _, t := range m.Handles {
+		h, ok := parseHandle(t)
+		if !ok {
+			return fmt.Errorf("meta.json: %q is not a handle", t)
+		}
+		hs = append(hs, h)
+	}
+	s := srv.newShape(m.Def, ti.cols, hs[0])
 	if filepath.Base(dir) != m.Handles[0] {
 		return fmt.Errorf("its directory is not named after its first handle %s", m.Handles[0])
 	}
-	s.rotated = m.Handles[1:]
-	if len(s.rotated) == 0 {
-		s.rotated = nil
+	if len(hs) > 1 {
+		s.rotated = hs[1:]
 	}
 	if s.lay.schema != m.Schema {
 		return fmt.Errorf("its table's columns changed (was %s, now %s)", m.Schema, s.lay.schema)

@@ -75,10 +75,10 @@ type Shape struct {
 	ioMu sync.Mutex // serializes the shape's file writes (flush, collect)
 	def  definition
 	lay  *layout // shared by the shapes of one table and column list
-	name string  // the first handle, which names its directory: never changes, so read without mu
+	name handle  // the first handle, which names its directory: never changes, so read without mu
 
 	mu       sync.Mutex
-	rotated  []string // the handles given after name (a 409 does), the current one last; nil for most shapes
+	rotated  []handle // the handles given after name (a 409 does), the current one last; nil for most shapes
 	st       status
 	sinceGen int32   // changes since the newest generation
 	end      *ending // why it is gone (nil while it is not)
@@ -142,10 +142,11 @@ func (s *Shape) logFile() string {
 
 // handlesLocked is every handle of the shape, the current one last.
 func (s *Shape) handlesLocked() []string {
-	if s.rotated == nil {
-		return []string{s.name}
+	out := []string{s.name.String()}
+	for _, h := range s.rotated {
+		out = append(out, h.String())
 	}
-	return append([]string{s.name}, s.rotated...)
+	return out
 }
 
 // ending is why a shape is gone.
@@ -176,13 +177,18 @@ type snapJob struct {
 }
 
 // dir is the shape's directory.
-func (s *Shape) dir() string { return filepath.Join(s.srv.cfg.DataDir, s.name) }
+func (s *Shape) dir() string { return filepath.Join(s.srv.cfg.DataDir, s.name.String()) }
 
 // file is the path of one of the shape's files.
-func (s *Shape) file(name string) string { return filepath.Join(s.srv.cfg.DataDir, s.name, name) }
+func (s *Shape) file(name string) string {
+	return filepath.Join(s.srv.cfg.DataDir, s.name.String(), name)
+}
 
 // handle returns the current handle.
-func (s *Shape) handleLocked() string {
+func (s *Shape) handleLocked() string { return s.currentLocked().String() }
+
+// currentLocked is the current handle.
+func (s *Shape) currentLocked() handle {
 	if len(s.rotated) == 0 {
 		return s.name
 	}
