@@ -312,14 +312,20 @@ func (c *Core) Unsubscribe(sub SubID) { c.st.unsubscribe(sub) }
 // fragment is applied. The core keeps t and the values in it (it must not
 // be modified afterwards). A transaction whose CommitLSN is not beyond the
 // last one applied is a duplicate and ignored (Advance does not count).
-func (c *Core) Apply(t *change.Txn) { c.st.apply(t) }
+func (c *Core) Apply(t *change.Txn) {
+	c.st.recycleRows()
+	c.st.apply(t)
+}
 
 // Advance tells the core the stream has passed lsn: every transaction
 // with a commit LSN below lsn has been applied (a heartbeat's position, or
 // a keepalive's once everything before it was delivered; not the server's
 // WAL end while decoding lags). Reads waiting for the stream to pass their
 // snapshot may land.
-func (c *Core) Advance(lsn change.LSN) { c.st.advance(lsn) }
+func (c *Core) Advance(lsn change.LSN) {
+	c.st.recycleRows()
+	c.st.advance(lsn)
+}
 
 // Clock tells the core the database's clock: now() was t at position lsn
 // (a heartbeat's, read in its own transaction), and the stream has passed
@@ -330,7 +336,10 @@ func (c *Core) Advance(lsn change.LSN) { c.st.advance(lsn) }
 // there with now() replaced by the last clock given at or before it. A
 // clocked view's read lands only once a clock at or past the read's
 // Snapshot.Now has been given.
-func (c *Core) Clock(lsn change.LSN, t change.Timestamp) { c.st.clockTo(lsn, t) }
+func (c *Core) Clock(lsn change.LSN, t change.Timestamp) {
+	c.st.recycleRows()
+	c.st.clockTo(lsn, t)
+}
 
 // ReadDone delivers the result of the read id: its rows and the snapshot
 // it ran in, or its failure, already classified (ReadFailure). The rows
@@ -340,7 +349,10 @@ func (c *Core) Clock(lsn change.LSN, t change.Timestamp) { c.st.clockTo(lsn, t) 
 // position. A failure refuses (or ends) the view's subscriptions with its
 // code, reason and retryable flag. A read the core no longer waits for
 // (its view ended, or it was asked again) is ignored.
-func (c *Core) ReadDone(id ReadID, res ReadResult) { c.st.readDone(id, res) }
+func (c *Core) ReadDone(id ReadID, res ReadResult) {
+	c.st.recycleRows()
+	c.st.readDone(id, res)
+}
 
 // Tables returns the tables the views read, by OID: what a catalog check
 // must look at.

@@ -210,10 +210,17 @@ func (v *view) rebuildAgg() delta {
 	if old != nil {
 		a.out.shown, a.out.shownTieAfter = old.out.shown, old.out.shownTieAfter
 	}
-	keys := v.result.keys()
-	slices.Sort(keys)
-	for _, k := range keys {
-		v.aggRow(k, v.queryRow(v.result.get(k)), 1)
+	if v.byID() {
+		rt := &v.srcs[0].t.rows
+		for _, id := range v.sortedIDs(rt) {
+			v.aggRow(rt.key(id), v.idRow(rt, id), 1)
+		}
+	} else {
+		keys := v.result.keys()
+		slices.Sort(keys)
+		for _, k := range keys {
+			v.aggRow(k, v.queryRow(v.result.get(k)), 1)
+		}
 	}
 	if old != nil && !a.out.ordered {
 		// What subscribers hold: the old groups' projections; a group

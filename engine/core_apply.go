@@ -66,8 +66,8 @@ func (s *state) current(tb *table, key string) []any {
 	if changed := s.overlay[rowRef{tb.oid, key}]; changed != nil {
 		return changed.after
 	}
-	if h := tb.held(key); h != nil {
-		return h.values()
+	if id := tb.held(key); id != 0 {
+		return tb.rows.vals(id).values()
 	}
 	return nil
 }
@@ -87,8 +87,8 @@ func (s *state) setOverlay(tb *table, key string, after []any) {
 		} else {
 			changed = &overlayRow{tb: tb, key: key}
 		}
-		if h := tb.held(key); h != nil {
-			changed.before = h.rowVals
+		if id := tb.held(key); id != 0 {
+			changed.before = tb.rows.vals(id)
 		}
 		s.overlay[k] = changed
 		s.overlayRows = append(s.overlayRows, changed)
@@ -168,17 +168,8 @@ func (s *state) rowChange(tb *table, ch *change.Change) {
 		if k == "" {
 			continue
 		}
-		if h := tb.held(k); h != nil {
-			first, more := tb.holders(h)
-			if first != nil {
-				visit(first)
-			}
-			for _, vs := range more {
-				visit(vs)
-			}
-		}
-		if changed := s.overlay[rowRef{tb.oid, k}]; changed != nil && changed.h != nil {
-			first, more := tb.holders(changed.h)
+		if id := tb.held(k); id != 0 {
+			first, more := tb.rows.holders(id)
 			if first != nil {
 				visit(first)
 			}
@@ -287,8 +278,8 @@ func fillUnchanged(vals []any, ch *change.Change, m []int, cur []any) {
 
 // truncate empties a table within the transaction.
 func (s *state) truncate(tb *table) {
-	for e := range tb.rows.all() {
-		s.setOverlay(tb, e.key, nil)
+	for id := range tb.rows.all() {
+		s.setOverlay(tb, tb.rows.key(id), nil)
 	}
 	for _, changed := range s.overlayRows {
 		if changed.tb == tb {
@@ -311,6 +302,9 @@ func (s *state) truncate(tb *table) {
 			s.truncateJoin(vs)
 			continue
 		}
+		for id := range v.members.all() {
+			v.touchKey(tb.rows.key(id))
+		}
 		for e := range v.result.all() {
 			v.touchKey(e.key)
 		}
@@ -329,16 +323,20 @@ func (s *state) truncate(tb *table) {
 // finish settles a transaction: every dirty view computes its net change
 // and emits one delta.
 func (s *state) finish(lsn change.LSN) {
-	// The held row objects take their new values.
+	// The held rows take their new values; a new row gets an id (what
+	// views settling take in) and joins the key set below if one holds
+	// it.
 	for _, changed := range s.overlayRows {
-		h := changed.tb.held(changed.key)
-		if h == nil {
-			h = &heldRow{}
-		}
-		changed.h = h
+		rt := &changed.tb.rows
+		id := rt.lookup(changed.key)
 		if changed.after != nil {
-			changed.tb.setVals(h, changed.key, changed.after)
+			if id == 0 {
+				id, changed.fresh = rt.newRow(changed.key, changed.after), true
+			} else {
+				rt.setVals(id, changed.after)
+			}
 		}
+		changed.id = id
 	}
 	slices.SortFunc(s.dirty, func(a, b *view) int { return cmpU64(a.id, b.id) })
 	for _, v := range s.dirty {
@@ -359,15 +357,22 @@ func (s *state) finish(lsn change.LSN) {
 	}
 	s.dirty = s.dirty[:0]
 	for _, changed := range s.overlayRows {
-		h := changed.h
+		id := changed.id
+		if id == 0 {
+			continue
+		}
+		tb := changed.tb
+		held := tb.rows.holder(id) != nil
 		switch {
-		case changed.after == nil || h.holder == nil:
-			if changed.tb.held(changed.key) == h {
-				changed.tb.rows.remove(changed.key)
-				changed.tb.forgetHolders(h)
-			}
-		default:
-			changed.tb.hold(changed.key, h)
+		case changed.fresh && held:
+			tb.rows.keys.put(&tb.rows, id)
+		case changed.fresh:
+			s.freeRow(tb, id)
+		case changed.after == nil || !held:
+			// A deleted row leaves the key set (a view re-reading its
+			// result may hold it still: it is freed when that view lets
+			// it go), and so does a row no view holds.
+			s.dropRow(tb, id)
 		}
 	}
 	s.recycleOverlay()
@@ -444,13 +449,11 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		if changed == nil || changed.after == nil {
 			continue
 		}
-		if h := changed.h; h != nil && h.ent.row != nil {
-			// The row's own copy of the key, the same bytes: one taken
-			// before the row's new values would keep the old ones
-			// (keyed) in the entries made here.
-			k = h.ent.key
-			nexts[i].key = k
-		}
+		// The row's own copy of the key, in its record, the same bytes:
+		// one taken before the row's new values would keep the old
+		// record alive in the entries made here.
+		k = tb.rows.key(changed.id)
+		nexts[i].key = k
 		// A plain view keeps only the projection: its query.Row is
 		// scratch.
 		plain := !v.ordered && !v.plan.Count && v.agg == nil
@@ -482,11 +485,10 @@ func (s *state) settle(v *view, lsn change.LSN) {
 				// Cut from shared chunks: the delta's receivers keep it.
 				nexts[i].now = v.plan.ProjectTo(s.mem.vals.alloc(len(v.plan.Output)), q)
 			}
+			nexts[i].id = changed.id
 			if v.ordered {
-				nexts[i].e = &entry{key: k, row: changed.h}
+				nexts[i].e = &entry{key: k, row: changed.id}
 				nexts[i].e.setEntered(q)
-			} else {
-				nexts[i].e = changed.h.entry(k)
 			}
 		}
 	}
@@ -498,29 +500,36 @@ func (s *state) settle(v *view, lsn change.LSN) {
 	}()
 	before := v.countN()
 	for _, n := range nexts {
-		old := v.remove(n.key)
-		if old != nil {
-			s.dropHold(vs, n.key, old.row)
+		old := v.removeKey(&tb.rows, n.key)
+		if old != 0 {
+			s.dropHold(vs, n.key, old)
 		}
 		if v.clk != nil {
-			if p := v.clk.pending[n.key]; p != nil {
+			if p := v.clk.pending[n.key]; p != 0 {
 				delete(v.clk.pending, n.key)
 				s.dropHold(vs, n.key, p)
 			}
 			if n.hold {
-				h := s.overlay[rowRef{tb.oid, n.key}].h
-				v.clk.pending[n.key] = h
-				vs.t.addHolder(h, vs)
+				id := s.overlay[rowRef{tb.oid, n.key}].id
+				v.clk.pending[n.key] = id
+				tb.rows.addHolder(id, vs)
 			}
 		}
-		kept := n.e != nil && v.insert(n.e)
+		kept := false
+		switch {
+		case n.e != nil:
+			kept = v.insert(n.e)
+		case n.id != 0:
+			v.addMember(n.id)
+			kept = true
+		}
 		if kept {
-			vs.t.addHolder(n.e.row, vs)
+			tb.rows.addHolder(n.id, vs)
 		}
 		if v.agg != nil {
 			// The row leaves its group as it was before the
 			// transaction and enters its group as it is now.
-			if old != nil {
+			if old != 0 {
 				v.aggRow(n.key, query.Row{rowBefore(s, tb, n.key).pick(vs.col)}, -1)
 			}
 			if kept {
@@ -532,14 +541,14 @@ func (s *state) settle(v *view, lsn change.LSN) {
 			continue
 		}
 		switch {
-		case old != nil && !kept:
+		case old != 0 && !kept:
 			d.removed = append(d.removed, Key(n.key))
 		case kept:
 			now := n.now // the row as the transaction left it
-			if old == nil || !v.sameOutput(rowBefore(s, tb, n.key), now, &s.cmpBuf) {
+			if old == 0 || !v.sameOutput(rowBefore(s, tb, n.key), now, &s.cmpBuf) {
 				d.rows = append(d.rows, ResultRow{Key: Key(n.key), Values: now})
 			}
-			if old == nil {
+			if old == 0 {
 				if ov := s.overlay[rowRef{tb.oid, n.key}]; ov != nil && ov.from != "" {
 					d.keyChanges = append(d.keyChanges, KeyChange{From: Key(ov.from), To: Key(n.key)})
 				}
@@ -579,25 +588,23 @@ func (s *state) settle(v *view, lsn change.LSN) {
 	s.emit(v, d, lsn)
 }
 
-// settleNext is a touched key of a single-table view and its entry after
-// the transaction (nil: not in the result).
+// settleNext is a touched key of a single-table view and its row after
+// the transaction (id 0: not in the result), with its entry in an ordered
+// view.
 type settleNext struct {
 	key string
+	id  rowID
 	e   *entry
-	now []any // a plain view's projection of e's row
+	now []any // a plain view's projection of the row
 	// hold: a clocked view holds the row pending (not in the result yet).
 	hold bool
 }
 
-// dropHold releases vs's hold on h during a transaction (the row table
-// is cleaned up when the transaction is settled).
-func (s *state) dropHold(vs *viewSource, key string, h *heldRow) {
-	vs.t.dropHolder(h, vs)
-	if h.holder == nil {
-		if _, inTxn := s.overlay[rowRef{vs.t.oid, key}]; !inTxn && vs.t.held(key) == h {
-			vs.t.rows.remove(key)
-		}
-	}
+// dropHold releases vs's hold on row id (of key) while a transaction
+// settles: a row of the transaction's overlay is left to finish, which
+// sees it after every view has settled.
+func (s *state) dropHold(vs *viewSource, key string, id rowID) {
+	s.release(vs.t, key, id, vs)
 }
 
 // relation records a table's new shape and ends the views it breaks.

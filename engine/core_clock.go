@@ -32,9 +32,9 @@ import (
 
 // clockView is a clocked view's time bookkeeping.
 type clockView struct {
-	thr     []query.TimeKey // each bound's threshold at the core's clock
-	heaps   []timeHeap      // per bound
-	pending map[string]*heldRow
+	thr     []query.TimeKey  // each bound's threshold at the core's clock
+	heaps   []timeHeap       // per bound
+	pending map[string]rowID // ids in the table's rows
 }
 
 type timeItem struct {
@@ -58,7 +58,7 @@ func (h *timeHeap) Pop() any {
 
 // newClockView returns the bookkeeping of a clocked plan's view.
 func (s *state) newClockView(plan *query.Plan) *clockView {
-	return &clockView{heaps: make([]timeHeap, len(plan.Clock)), pending: make(map[string]*heldRow)}
+	return &clockView{heaps: make([]timeHeap, len(plan.Clock)), pending: make(map[string]rowID)}
 }
 
 // clockReady reports whether a clocked view's read r can land: the core
@@ -128,7 +128,7 @@ func cell0(q query.Row, src, col int) any {
 
 // holds reports whether the view holds key (in its result or pending).
 func (v *view) holdsKey(key string) bool {
-	if v.result.has(key) {
+	if v.hasKey(&v.srcs[0].t.rows, key) {
 		return true
 	}
 	_, ok := v.clk.pending[key]
@@ -144,11 +144,15 @@ func (v *view) rebuildTimes() {
 	if cv.thr == nil {
 		return
 	}
-	for e := range v.result.all() {
-		v.pushTimes(e.key, query.Row{e.row.pick(v.srcs[0].col)})
+	rt := &v.srcs[0].t.rows
+	for id := range v.members.all() {
+		v.pushTimes(rt.key(id), v.idRow(rt, id))
 	}
-	for k, h := range cv.pending {
-		v.pushTimes(k, query.Row{h.pick(v.srcs[0].col)})
+	for e := range v.result.all() {
+		v.pushTimes(e.key, v.idRow(rt, e.row))
+	}
+	for k, id := range cv.pending {
+		v.pushTimes(k, v.idRow(rt, id))
 	}
 	for i := range cv.heaps {
 		minheap.Init(&cv.heaps[i])
@@ -156,10 +160,10 @@ func (v *view) rebuildTimes() {
 }
 
 // releasePending drops the view's holds on its pending rows.
-func (s *state) releasePending(v *view, pending map[string]*heldRow) {
+func (s *state) releasePending(v *view, pending map[string]rowID) {
 	vs := v.srcs[0]
-	for k, h := range pending {
-		s.release(vs.t, k, h, vs)
+	for k, id := range pending {
+		s.release(vs.t, k, id, vs)
 	}
 }
 
@@ -252,7 +256,7 @@ func (s *state) clockView(v *view, lsn change.LSN) {
 			continue // changed or gone since it was pushed
 		}
 		if s.overlay[rowRef{tb.oid, k}] == nil {
-			s.setOverlay(tb, k, tb.held(k).values())
+			s.setOverlay(tb, k, tb.rows.vals(tb.held(k)).values())
 		}
 		v.touchKey(k)
 		if !v.dirty {
@@ -266,7 +270,7 @@ func (s *state) clockView(v *view, lsn change.LSN) {
 // transaction's (no row changed its values).
 func (s *state) settleClock(lsn change.LSN) {
 	for _, changed := range s.overlayRows {
-		changed.h = changed.tb.held(changed.key)
+		changed.id = changed.tb.held(changed.key)
 	}
 	slices.SortFunc(s.dirty, func(a, b *view) int { return cmpU64(a.id, b.id) })
 	for _, v := range s.dirty {
@@ -275,8 +279,8 @@ func (s *state) settleClock(lsn change.LSN) {
 	}
 	s.dirty = s.dirty[:0]
 	for _, changed := range s.overlayRows {
-		if h := changed.h; h != nil && h.holder == nil && changed.tb.held(changed.key) == h {
-			changed.tb.rows.remove(changed.key)
+		if id := changed.id; id != 0 && changed.tb.rows.holder(id) == nil {
+			s.dropRow(changed.tb, id)
 		}
 	}
 	s.recycleOverlay()
@@ -286,7 +290,7 @@ func (s *state) settleClock(lsn change.LSN) {
 // trimTimes rebuilds a view's heaps when stale entries outnumber the rows.
 func (v *view) trimTimes() {
 	cv := v.clk
-	held := v.result.len() + len(cv.pending)
+	held := int(v.countN()) + len(cv.pending)
 	for i := range cv.heaps {
 		if len(cv.heaps[i]) > 2*held+1024 {
 			v.rebuildTimes()
@@ -295,24 +299,18 @@ func (v *view) trimTimes() {
 	}
 }
 
-// internPending makes a landed read's pending rows the view's, shared
-// held rows with a hold each, releases the pending rows it held before,
-// and rebuilds the heaps over the new result and pending rows.
-func (s *state) internPending(v *view, pend map[string]rowVals) {
+// internPending makes a landed read's pending rows (ids of its stage st)
+// the view's, shared held rows with a hold each, releases the pending
+// rows it held before, and rebuilds the heaps over the new result and
+// pending rows.
+func (s *state) internPending(v *view, st *rowTable, pend *idSet) {
 	vs := v.srcs[0]
-	tb := vs.t
+	rt := &vs.t.rows
 	old := v.clk.pending
-	v.clk.pending = make(map[string]*heldRow, len(pend))
-	for k, rv := range pend {
-		h := tb.held(k)
-		if h == nil {
-			h = &heldRow{rowVals: rv}
-			tb.hold(k, h)
-		} else {
-			tb.mergeHeld(h, rv)
-		}
-		vs.t.addHolder(h, vs)
-		v.clk.pending[k] = h
+	v.clk.pending = make(map[string]rowID, pend.len())
+	for sid := range pend.all() {
+		id := s.internRow(vs, st, sid)
+		v.clk.pending[rt.key(id)] = id
 	}
 	s.releasePending(v, old)
 	v.rebuildTimes()
@@ -320,7 +318,7 @@ func (s *state) internPending(v *view, pend map[string]rowVals) {
 
 // acceptedAt is v's Accepted for sb at the core's position, with the
 // clock the result is exact at for a clocked view (byKey: view.accepted's).
-func (s *state) acceptedAt(v *view, sb *sub, byKey []*entry) Output {
+func (s *state) acceptedAt(v *view, sb *sub, byKey []rowID) Output {
 	o := v.accepted(sb, s.pos, byKey)
 	if v.clk != nil {
 		o.Clock = s.clock

@@ -30,10 +30,17 @@ func (v *view) keeps(q query.Row) bool {
 }
 
 // checkRows runs Check on every row of rs (rows a read returned, which
-// PostgreSQL filtered but whose computed columns only Freshet computes).
-func (v *view) checkRows(rs *resultSet) {
+// PostgreSQL filtered but whose computed columns only Freshet computes;
+// st: where rs's ids are).
+func (v *view) checkRows(rs *resultSet, st *rowTable) {
 	if !v.plan.Raises() || v.evalErr != nil {
 		return
+	}
+	for id := range rs.members.all() {
+		if err := v.plan.Check(v.idRow(st, id)); err != nil {
+			v.evalErr = err
+			return
+		}
 	}
 	for e := range rs.result.all() {
 		if err := v.plan.Check(v.queryRow(e)); err != nil {

@@ -46,11 +46,13 @@ func (h HeldRows) All() iter.Seq2[Key, []any] {
 }
 
 // heldAccepted is an unordered plain view's result as HeldRows (slots:
-// plainSlots), in the result set's own order.
+// plainSlots), in the order of its rows' records in memory.
 func (v *view) heldAccepted(slots []int) HeldRows {
-	h := HeldRows{rows: make([]heldResult, 0, v.result.len()), slots: slots}
-	for e := range v.result.all() {
-		h.rows = append(h.rows, heldResult{e.key, e.row.rowVals})
+	rt := &v.srcs[0].t.rows
+	h := HeldRows{rows: make([]heldResult, 0, v.members.len()), slots: slots}
+	for id := range v.members.all() {
+		key, rv := rt.row(id)
+		h.rows = append(h.rows, heldResult{key, rv})
 	}
 	h.rows = inMemoryOrder(h.rows)
 	return h

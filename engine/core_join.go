@@ -83,7 +83,7 @@ func (s *state) initJoin(v *view) {
 	for i, vs := range v.srcs {
 		js.bySrc[i] = make(map[string]map[string]*entry)
 		js.touched[i] = make(map[string][]any)
-		vs.j.byCol = make(map[int]map[string]map[string]*heldRow)
+		vs.j.byCol = make(map[int]map[string]map[string]rowID)
 		for _, c := range v.plan.Constraints(i) {
 			pred := srcPred{col: vs.col[c.Column], oid: vs.src.Columns[c.Column].TypeOID, c: c, keys: map[string]bool{}}
 			for _, x := range c.Values {
@@ -99,7 +99,7 @@ func (s *state) initJoin(v *view) {
 	}
 	for i, vs := range v.srcs {
 		for _, c := range js.joinCols[i] {
-			vs.j.byCol[c] = make(map[string]map[string]*heldRow)
+			vs.j.byCol[c] = make(map[string]map[string]rowID)
 		}
 	}
 	v.js = js
@@ -217,18 +217,18 @@ func colKey(vs *viewSource, c int, vals []any) (string, bool) {
 	return string(query.AppendKey(nil, vs.src.Columns[c].TypeOID, x)), true
 }
 
-// addIdx files h (row key pk) under k in a two-level row index.
-func addIdx(m map[string]map[string]*heldRow, k, pk string, h *heldRow) {
+// addIdx files row id (key pk) under k in a two-level row index.
+func addIdx(m map[string]map[string]rowID, k, pk string, id rowID) {
 	inner := m[k]
 	if inner == nil {
-		inner = make(map[string]*heldRow)
+		inner = make(map[string]rowID)
 		m[k] = inner
 	}
-	inner[pk] = h
+	inner[pk] = id
 }
 
 // delIdx removes row pk from under k in a two-level row index.
-func delIdx(m map[string]map[string]*heldRow, k, pk string) {
+func delIdx(m map[string]map[string]rowID, k, pk string) {
 	if inner := m[k]; inner != nil {
 		delete(inner, pk)
 		if len(inner) == 0 {
@@ -237,20 +237,20 @@ func delIdx(m map[string]map[string]*heldRow, k, pk string) {
 	}
 }
 
-// hold makes h (key pk) a row of source vs, indexed.
-func (v *view) hold(vs *viewSource, pk string, h *heldRow) {
-	vs.j.rows[pk] = h
-	vals := h.values()
+// hold makes row id (key pk) of vs's table a row of source vs, indexed.
+func (v *view) hold(vs *viewSource, pk string, id rowID) {
+	vs.j.rows[pk] = id
+	vals := vs.t.rows.vals(id).values()
 	if len(vs.src.On) > 0 {
 		if k, ok := joinKey(vs, vals); ok {
-			addIdx(vs.j.byJoin, k, pk, h)
+			addIdx(vs.j.byJoin, k, pk, id)
 		} else if vs.src.Join == query.JoinAnti {
 			vs.j.nulls[pk] = true
 		}
 	}
 	for c, m := range vs.j.byCol {
 		if k, ok := colKey(vs, c, vals); ok {
-			addIdx(m, k, pk, h)
+			addIdx(m, k, pk, id)
 		}
 	}
 }
@@ -282,12 +282,12 @@ func nullKey(vs *viewSource) string {
 // budget, when not nil, counts down the joined rows examined (each
 // partial row of the walk, and each whole one): past 0 the walk stops and
 // ok is false.
-func (v *view) enumerate(rootKey string, root *heldRow, budget *int) (_ []*entry, ok bool) {
+func (v *view) enumerate(rootKey string, root rowID, budget *int) (_ []*entry, ok bool) {
 	n := len(v.srcs)
-	rows := make([]*heldRow, n)
+	rows := make([]rowID, n)
 	q := make(query.Row, n)
 	keys := make([]string, n)
-	rows[0], q[0], keys[0] = root, srcVals(v.srcs[0], root.values()), rootKey
+	rows[0], q[0], keys[0] = root, srcVals(v.srcs[0], v.srcs[0].t.rows.vals(root).values()), rootKey
 	var out []*entry
 	over := false
 	var rec func(i int)
@@ -313,14 +313,14 @@ func (v *view) enumerate(rootKey string, root *heldRow, budget *int) (_ []*entry
 			// held row of the subquery's table matches (byJoin holds
 			// them per join value: their count is the set's size).
 			if k, ok := parentKey(v, vs, q); ok && len(vs.j.byJoin[k]) > 0 {
-				rows[i], q[i], keys[i] = nil, nil, ""
+				rows[i], q[i], keys[i] = 0, nil, ""
 				rec(i + 1)
 			}
 			return
 		}
 		if vs.src.Join == query.JoinAnti {
 			if antiKeeps(v, vs, q) {
-				rows[i], q[i], keys[i] = nil, nil, ""
+				rows[i], q[i], keys[i] = 0, nil, ""
 				rec(i + 1)
 			}
 			return
@@ -330,17 +330,17 @@ func (v *view) enumerate(rootKey string, root *heldRow, budget *int) (_ []*entry
 			m := vs.j.byJoin[k]
 			pks := slices.Sorted(maps.Keys(m))
 			for _, pk := range pks {
-				h := m[pk]
-				rows[i], q[i], keys[i] = h, srcVals(vs, h.values()), pk
+				id := m[pk]
+				rows[i], q[i], keys[i] = id, srcVals(vs, vs.t.rows.vals(id).values()), pk
 				found = true
 				rec(i + 1)
 			}
 		}
 		if !found && vs.src.Join == query.JoinLeft {
-			rows[i], q[i], keys[i] = nil, nil, nullKey(vs)
+			rows[i], q[i], keys[i] = 0, nil, nullKey(vs)
 			rec(i + 1)
 		}
-		rows[i], q[i], keys[i] = nil, nil, ""
+		rows[i], q[i], keys[i] = 0, nil, ""
 	}
 	rec(1)
 	return out, !over
@@ -468,8 +468,8 @@ func (v *view) rootsOf(i int, pk string, vals []any, roots map[string]struct{}, 
 	}
 	parent := v.srcs[on.Other]
 	k := string(query.AppendKey(nil, parent.src.Columns[on.OtherColumn].TypeOID, x))
-	for ppk, h := range parent.j.byCol[on.OtherColumn][k] {
-		v.rootsOf(on.Other, ppk, h.values(), roots, depth+1)
+	for ppk, id := range parent.j.byCol[on.OtherColumn][k] {
+		v.rootsOf(on.Other, ppk, parent.t.rows.vals(id).values(), roots, depth+1)
 	}
 }
 
@@ -483,8 +483,8 @@ func (v *view) addEntry(rootKey string, e *entry) {
 		js.byRoot[rootKey] = m
 	}
 	m[e.key] = e
-	for i, h := range e.ext.join.rows {
-		if h == nil {
+	for i, id := range e.ext.join.rows {
+		if id == 0 {
 			continue
 		}
 		pk := e.ext.join.srcKeys[i]
@@ -507,8 +507,8 @@ func (v *view) dropEntry(rootKey string, e *entry) {
 			delete(js.byRoot, rootKey)
 		}
 	}
-	for i, h := range e.ext.join.rows {
-		if h == nil {
+	for i, id := range e.ext.join.rows {
+		if id == 0 {
 			continue
 		}
 		pk := e.ext.join.srcKeys[i]
@@ -534,8 +534,8 @@ func (s *state) touchJoin(vs *viewSource, keys ...string) {
 			continue
 		}
 		var old []any
-		if h := vs.j.rows[k]; h != nil {
-			old = h.values()
+		if id := vs.j.rows[k]; id != 0 {
+			old = vs.t.rows.vals(id).values()
 		}
 		t[k] = old
 	}
@@ -569,9 +569,9 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 				v.rootsOf(i, k, old, roots, 0)
 			}
 			var after []any
-			var h *heldRow
+			var id rowID
 			if changed := s.overlay[rowRef{vs.t.oid, k}]; changed != nil && changed.after != nil {
-				after, h = changed.after, changed.h
+				after, id = changed.after, changed.id
 			}
 			if after != nil {
 				if m, known := v.sourceMatch(i, after); !known || !loaded(query.Row{srcVals(vs, after)}) {
@@ -582,16 +582,16 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 					after = nil
 				}
 			}
-			if held := vs.j.rows[k]; held != nil {
+			if held := vs.j.rows[k]; held != 0 {
 				v.unhold(vs, k, old)
 				if old == nil {
-					v.unhold(vs, k, held.values())
+					v.unhold(vs, k, vs.t.rows.vals(held).values())
 				}
 				s.dropHold(vs, k, held)
 			}
 			if after != nil {
-				vs.t.addHolder(h, vs)
-				v.hold(vs, k, h)
+				vs.t.rows.addHolder(id, vs)
+				v.hold(vs, k, id)
 				if !sub {
 					v.rootsOf(i, k, after, roots, 0)
 				}
@@ -606,8 +606,9 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 		vs := v.srcs[sk.src]
 		if len(vs.j.byJoin[sk.key]) > 0 != sets[sk] {
 			on := vs.src.On[0]
-			for ppk, h := range v.srcs[on.Other].j.byCol[on.OtherColumn][sk.key] {
-				v.rootsOf(on.Other, ppk, h.values(), roots, 1)
+			parent := v.srcs[on.Other]
+			for ppk, id := range parent.j.byCol[on.OtherColumn][sk.key] {
+				v.rootsOf(on.Other, ppk, parent.t.rows.vals(id).values(), roots, 1)
 			}
 		}
 	}
@@ -641,7 +642,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 			}
 		}
 		var news []*entry
-		if root := v.srcs[0].j.rows[rk]; root != nil {
+		if root := v.srcs[0].j.rows[rk]; root != 0 {
 			var ok bool
 			if news, ok = v.enumerate(rk, root, budget); !ok {
 				s.overJoinBudget(v)
@@ -873,14 +874,14 @@ func (s *state) landJoin(v *view) {
 	old := v.resultSet
 	wasRefilling := v.status == viewRefilling
 	for i, vs := range v.srcs {
-		for k, h := range vs.j.rows {
-			s.release(vs.t, k, h, vs)
+		for k, id := range vs.j.rows {
+			s.release(vs.t, k, id, vs)
 		}
-		vs.j.rows = make(map[string]*heldRow)
-		vs.j.byJoin = make(map[string]map[string]*heldRow)
+		vs.j.rows = make(map[string]rowID)
+		vs.j.byJoin = make(map[string]map[string]rowID)
 		vs.j.nulls = make(map[string]bool)
 		for c := range vs.j.byCol {
-			vs.j.byCol[c] = make(map[string]map[string]*heldRow)
+			vs.j.byCol[c] = make(map[string]map[string]rowID)
 		}
 		js.bySrc[i] = make(map[string]map[string]*entry)
 	}
@@ -891,16 +892,14 @@ func (s *state) landJoin(v *view) {
 		tb := vs.t
 		for _, k := range slices.Sorted(maps.Keys(readRows[i])) {
 			vals := readRows[i][k]
-			h := tb.held(k)
-			if h == nil {
-				h = &heldRow{}
-				tb.setVals(h, k, vals)
-				tb.hold(k, h)
+			id := tb.held(k)
+			if id == 0 {
+				id = tb.rows.insert(k, vals)
 			} else {
-				tb.mergeHeld(h, tb.encode(vals))
+				tb.mergeHeld(id, tb.encode(vals))
 			}
-			vs.t.addHolder(h, vs)
-			v.hold(vs, k, h)
+			tb.rows.addHolder(id, vs)
+			v.hold(vs, k, id)
 		}
 	}
 	budget := s.joinBudget()

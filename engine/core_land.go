@@ -2,9 +2,9 @@ package engine
 
 import (
 	"slices"
+	"unsafe"
 
 	"github.com/freshetdb/freshet/change"
-	"github.com/freshetdb/freshet/query"
 )
 
 // readDone records a read's result and lands it when it can.
@@ -123,58 +123,44 @@ func (s *state) landRead(r *read) {
 	rs := newResultSet(v.plan, s.opts.WindowMargin)
 	n := len(r.rows) + len(r.held)
 	complete := !rs.window || r.complete || r.want == 0 || int64(n) < r.want
-	// A view that is neither clocked nor a window keeps every row it
-	// reads, so its result is the read's rows as replayed so far: it
-	// needs no map of them beside the result.
+	// st, the read's stage, holds its rows as replayed so far (a row read
+	// twice keeps its last values); the result names them by their ids
+	// there until intern makes them held rows. A view that is neither
+	// clocked nor a window keeps every row it reads: its result is all of
+	// the stage.
+	st := &rowTable{stage: true}
+	st.reserve(n)
 	plain := v.clk == nil && !rs.window
-	var readRows map[string]rowVals
-	if plain {
-		if n > 0 {
-			rs.results().reserve(n)
-		}
-	} else {
-		readRows = make(map[string]rowVals, n)
+	if !rs.ordered && n > 0 {
+		rs.members = &idSet{}
+		rs.members.reserve(n)
 	}
 	// pend: a clocked view's rows the clock may still let in.
-	var pend map[string]rowVals
-	if v.clk != nil {
-		pend = make(map[string]rowVals)
+	var pend idSet
+	take := func(id rowID) {
+		if rs.ordered {
+			rs.insert(rs.newEntry(st, id, v))
+		} else {
+			rs.addMember(id)
+		}
 	}
-	// readOrder: a plain unordered view's entries in the read's order
-	// (goLive).
-	var readOrder []*entry
-	if plain && !rs.ordered {
-		readOrder = make([]*entry, 0, n)
-	}
-	add := func(k string, rv rowVals) {
+	add := func(id rowID) {
 		if plain && !rs.ordered {
-			// One map operation: a key read twice keeps its last row,
-			// as remove and insert would.
-			// k and rv are one allocation (encodeKeyed, keyedHeld).
-			h := &heldRow{rowVals: rv}
-			e := h.entry(k)
-			rs.results().put(e)
-			readOrder = append(readOrder, e)
+			rs.addMember(id)
 			return
 		}
-		if plain {
-			rs.remove(k)
-			rs.insert(rs.newEntry(k, &heldRow{rowVals: rv}, v))
-			return
-		}
-		readRows[k] = rv
-		rs.remove(k)
+		rs.removeKey(st, st.key(id))
 		if v.clk != nil {
-			delete(pend, k)
-			keep, hold := v.clockEval(query.Row{rv.pick(vs.col)})
+			pend.remove(id)
+			keep, hold := v.clockEval(v.idRow(st, id))
 			if !keep {
 				if hold {
-					pend[k] = rv
+					pend.add(id)
 				}
 				return
 			}
 		}
-		rs.insert(rs.newEntry(k, &heldRow{rowVals: rv}, v))
+		take(id)
 	}
 	for _, row := range r.rows {
 		if len(row) == 0 || row[0] == nil {
@@ -182,7 +168,7 @@ func (s *state) landRead(r *read) {
 		}
 		vals := vs.layoutRow(row[0])
 		if k, ok := tb.keyOf(vals); ok {
-			add(tb.encodeKeyed(k, vals))
+			add(st.putVals(k, vals))
 		}
 	}
 	identity := vs.identityLayout()
@@ -195,8 +181,8 @@ func (s *state) landRead(r *read) {
 		if !identity {
 			rv = relayout(rv, at, &scratch)
 		}
-		if k, rv, ok := tb.keyedHeld(rv); ok {
-			add(k, rv)
+		if b, ok := tb.keyOfHeldBuf(rv); ok {
+			add(st.put(unsafe.String(unsafe.SliceData(b), len(b)), rv))
 		}
 	}
 	r.rows, r.held = nil, nil
@@ -205,59 +191,50 @@ func (s *state) landRead(r *read) {
 	if !rs.complete && len(rs.list) > 0 {
 		rs.bound = boundAt(rs.list[len(rs.list)-1])
 	}
-	readRow := func(k string) []any { return readRows[k].values() }
-	if plain {
-		readRow = func(k string) []any {
-			if e := rs.result.get(k); e != nil {
-				return e.row.values()
-			}
-			return nil
+	// forget takes the staged row of k out of the stage, the result and
+	// pending.
+	forget := func(k string) {
+		if id := st.lookup(k); id != 0 {
+			rs.removeKey(st, k)
+			pend.remove(id)
+			st.drop(id)
 		}
 	}
-	ok := s.replayTable(r, tb, readRow, func() {
-		clear(readRows)
-		clear(pend)
-		rs.result = nil
+	ok := s.replayTable(r, tb, func(k string) []any {
+		if id := st.lookup(k); id != 0 {
+			return st.vals(id).values()
+		}
+		return nil
+	}, func() {
+		*st = rowTable{stage: true}
+		pend = idSet{}
+		rs.result, rs.members = nil, nil
 		rs.list = nil
 		rs.complete, rs.bound = true, nil
 	}, func(oldKey, newKey string, newVals []any) bool {
 		if oldKey != "" {
-			delete(readRows, oldKey)
-			delete(pend, oldKey)
-			rs.remove(oldKey)
+			forget(oldKey)
 		}
-		if newVals != nil && v.clk != nil {
-			q := v.row(newVals)
-			if !loaded(q) {
-				return false
-			}
-			keep, hold := v.clockEval(q)
-			k, rv := tb.encodeKeyed(newKey, newVals)
-			switch {
-			case keep:
-				readRows[k] = rv
-				rs.insert(rs.newEntry(k, &heldRow{rowVals: rv}, v))
-			case hold:
-				readRows[k] = rv
-				pend[k] = rv
-			}
+		if newVals == nil {
 			return true
 		}
-		if newVals != nil {
-			q := v.row(newVals)
-			if !loaded(q) || v.keeps(q) {
-				if !loaded(q) {
-					return false
-				}
-				k, rv := tb.encodeKeyed(newKey, newVals)
-				if !plain {
-					readRows[k] = rv
-				}
-				e := rs.newEntry(k, &heldRow{rowVals: rv}, v)
-				rs.insert(e)
-				if readOrder != nil {
-					readOrder = append(readOrder, e)
-				}
+		q := v.row(newVals)
+		if !loaded(q) {
+			return false
+		}
+		var keep, hold bool
+		if v.clk != nil {
+			keep, hold = v.clockEval(q)
+		} else {
+			keep = v.keeps(q)
+		}
+		if keep || hold {
+			forget(newKey)
+			id := st.insert(newKey, newVals)
+			if keep {
+				take(id)
+			} else {
+				pend.add(id)
 			}
 		}
 		return true
@@ -268,7 +245,7 @@ func (s *state) landRead(r *read) {
 		s.askRead(v)
 		return
 	}
-	v.checkRows(&rs)
+	v.checkRows(&rs, st)
 	rs.trim()
 	if !rs.covered() {
 		s.askRead(v)
@@ -276,30 +253,24 @@ func (s *state) landRead(r *read) {
 	}
 	old := v.resultSet
 	wasRefilling := v.status == viewRefilling
-	if readOrder != nil && len(readOrder) != rs.result.len() {
-		// Every entry the result was given is in readOrder, once: only
-		// when some were replaced or removed since (a key read twice, a
-		// change replayed) are there more, to be left out.
-		readOrder = liveInOrder(rs.result, readOrder)
-	}
-	s.intern(v, &rs, readOrder)
+	order := s.intern(v, &rs, st)
 	v.resultSet = rs
 	v.read = nil
 	if v.clk != nil {
-		s.internPending(v, pend)
+		s.internPending(v, st, &pend)
 	}
-	s.goLive(v, &old, wasRefilling, readOrder)
+	s.goLive(v, &old, wasRefilling, order)
 }
 
 // goLive makes a view whose read landed live: a view that was refilling
 // or re-hydrating sends its subscribers what changed since the result
 // they hold (old), a view hydrating for the first time records what
 // they will be shown; then every subscriber not yet accepted is.
-// readOrder is, for a plain view, its result's entries in the order its
-// read gave them, those of the rows replayed over it after them (nil
+// readOrder is, for an unordered single-table view, its result's rows in
+// the order its read gave them, those replayed over it after them (nil
 // for other views): the start of the key order its subscribers are sent
 // (inKeyOrder).
-func (s *state) goLive(v *view, old *resultSet, wasRefilling bool, readOrder []*entry) {
+func (s *state) goLive(v *view, old *resultSet, wasRefilling bool, readOrder []rowID) {
 	if s.endEvalError(v) {
 		return
 	}
@@ -322,12 +293,12 @@ func (s *state) goLive(v *view, old *resultSet, wasRefilling bool, readOrder []*
 	} else if v.ordered {
 		v.snapshotShown()
 	}
-	var byKey []*entry
+	var byKey []rowID
 	for _, sb := range v.subs {
 		if !sb.accepted {
 			sb.accepted = true
 			if byKey == nil && readOrder != nil && sb.mode == ModeRows && !v.ordered && v.plan.Agg == nil && !v.plan.Count {
-				byKey = inKeyOrder(readOrder)
+				byKey = inKeyOrder(readOrder, v.srcs[0].t.rows.key)
 			}
 			s.out.Outputs = append(s.out.Outputs, s.acceptedAt(v, sb, byKey))
 		}
@@ -346,10 +317,25 @@ func (v *view) landedDelta(old *resultSet) delta {
 	case v.ordered:
 		return v.diffShown()
 	}
+	if v.byID() {
+		// A single-table view's rows are the shared held rows, which the
+		// transactions since its read changed in place: every row is
+		// sent again.
+		rt := &v.srcs[0].t.rows
+		for _, id := range v.sortedIDs(rt) {
+			d.rows = append(d.rows, v.idResultRow(rt, id))
+		}
+		for id := range old.members.all() {
+			if k := rt.key(id); !v.hasKey(rt, k) {
+				d.removed = append(d.removed, Key(k))
+			}
+		}
+		slices.Sort(d.removed)
+		d.changed = len(d.rows) > 0 || len(d.removed) > 0
+		return d
+	}
 	// A join's entries keep the row they entered the result with, so an
-	// unchanged row is left out; a single-table view's entries are the
-	// shared held rows, which the transactions since its read changed in
-	// place: every row is sent again.
+	// unchanged row is left out.
 	for _, e := range v.entries() {
 		if oe := old.result.get(e.key); v.isJoin() && oe != nil && sameValues(v.plan.Project(oe.enteredRow()), v.plan.Project(e.enteredRow())) {
 			continue

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"strconv"
-	"strings"
 	"unsafe"
 
 	"github.com/freshetdb/freshet/change"
@@ -16,159 +15,8 @@ type unloaded struct{}
 
 func isUnloaded(v any) bool { _, ok := v.(unloaded); return ok }
 
-// heldRow is one row of a table, held once however many views hold it.
-// Its values are kept encoded (rowVals), not as decoded Go values: one
-// string per row instead of a slice of interfaces and a box per value.
-// The encoding is never changed in place (an update installs a new one),
-// so a rowVals taken before a transaction keeps describing the row as it
-// was.
-type heldRow struct {
-	rowVals
-	// holder is one view source holding the row (nil: none); the others
-	// are in the table's moreHolders, so a row one view holds costs one
-	// pointer for it and the row object is 64 bytes.
-	holder *viewSource
-	// ent is the row's key and the row: the table holds the row by it
-	// (table.rows), and so does every single-table view without ORDER BY
-	// or LIMIT (such an entry is only a key and the row, so one serves
-	// them all).
-	ent entry
-}
-
-// encoded returns the row's values as encoded (rowVals.enc), for code
-// that renders a held row from its bytes: one accessor, so that where a
-// row's bytes are kept may change without such readers.
-func (r *heldRow) encoded() string { return r.enc }
-
-// keyed returns key and rv's encoding for holding: copies in one
-// allocation (key's bytes, then the encoding's) when that takes less
-// heap than the two apart (sharesAlloc), else key copied alone and rv as
-// it is. A row's key taken elsewhere (an ordered or join view's entry, a
-// transaction's overlay) keeps the allocation, with the encoding the row
-// had then, until it is dropped.
-func keyed(key string, rv rowVals) (string, rowVals) {
-	if !sharesAlloc(len(key), len(rv.enc)) {
-		return strings.Clone(key), rv
-	}
-	b := make([]byte, 0, len(key)+len(rv.enc))
-	s := string(append(append(b, key...), rv.enc...))
-	return s[:len(key)], rowVals{enc: s[len(key):], boxes: rv.boxes}
-}
-
-// setVals gives h, the row of key, the values vals (keyed with its key);
-// h's entry takes the key's new copy (the same bytes: the sets holding
-// the entry need no change).
-func (tb *table) setVals(h *heldRow, key string, vals []any) {
-	var k string
-	k, h.rowVals = tb.encodeKeyed(key, vals)
-	h.ent.key, h.ent.row = k, h
-}
-
-// encodeKeyed encodes a layout row for holding under key, in one
-// allocation with the key as keyed does (else key is returned as it is).
-func (tb *table) encodeKeyed(key string, vals []any) (string, rowVals) {
-	var k string
-	var rv rowVals
-	b := append(tb.encBuf[:0], key...)
-	if k, rv, tb.encBuf = encodeAfter(b, vals, len(key)); k == "" {
-		k = key
-	}
-	return k, rv
-}
-
-// held returns the held row of key, or nil.
-func (tb *table) held(key string) *heldRow {
-	if e := tb.rows.get(key); e != nil {
-		return e.row
-	}
-	return nil
-}
-
-// hold makes h the held row of key.
-func (tb *table) hold(key string, h *heldRow) {
-	e := h.entry(key)
-	if e.key != key {
-		panic("engine: a held row moved to another key")
-	}
-	tb.rows.put(e)
-}
-
-// entry returns the row's shared plain entry (key is the row's key).
-func (r *heldRow) entry(key string) *entry {
-	if r.ent.row == nil {
-		r.ent = entry{key: key, row: r}
-	}
-	return &r.ent
-}
-
-// addHolder records that vs (a source of tb's views) holds h.
-func (tb *table) addHolder(h *heldRow, vs *viewSource) {
-	if h.holder == nil {
-		h.holder = vs
-		return
-	}
-	if tb.moreHolders == nil {
-		tb.moreHolders = make(map[*heldRow][]*viewSource)
-	}
-	more := tb.moreHolders[h]
-	if len(more) == cap(more) {
-		// Grown by a quarter, not doubled: a row held by ten views keeps
-		// ten slots, not sixteen.
-		grown := make([]*viewSource, len(more), len(more)+max(2, len(more)/4))
-		copy(grown, more)
-		more = grown
-	}
-	tb.moreHolders[h] = append(more, vs)
-}
-
-// dropHolder records that vs no longer holds h.
-func (tb *table) dropHolder(h *heldRow, vs *viewSource) {
-	var more []*viewSource
-	if len(tb.moreHolders) > 0 {
-		more = tb.moreHolders[h]
-	}
-	i := len(more) - 1
-	if h.holder != vs {
-		for i >= 0 && more[i] != vs {
-			i--
-		}
-		if i < 0 {
-			return
-		}
-	} else if i < 0 {
-		h.holder = nil
-		return
-	}
-	last := len(more) - 1
-	if h.holder == vs {
-		h.holder = more[last]
-	} else {
-		more[i] = more[last]
-	}
-	more[last] = nil
-	if last == 0 {
-		delete(tb.moreHolders, h)
-	} else {
-		tb.moreHolders[h] = more[:last]
-	}
-}
-
-// holders returns the view sources holding h: first (nil: none) and the
-// others.
-func (tb *table) holders(h *heldRow) (first *viewSource, more []*viewSource) {
-	if h.holder != nil && len(tb.moreHolders) > 0 {
-		more = tb.moreHolders[h]
-	}
-	return h.holder, more
-}
-
-// forgetHolders drops the holds left on h, a row leaving the table (no
-// view can reach it through the table any more).
-func (tb *table) forgetHolders(h *heldRow) {
-	if len(tb.moreHolders) > 0 {
-		delete(tb.moreHolders, h)
-	}
-}
+// held returns the id of the held row of key, or 0.
+func (tb *table) held(key string) rowID { return tb.rows.lookup(key) }
 
 // layoutCol is one column of a table's layout: the union of every column
 // name the core has seen for the table. Columns are only ever appended, so
@@ -194,12 +42,9 @@ type table struct {
 	cols   []layoutCol
 	byName map[string]int
 	key    []int                    // layout positions of the primary key, in key order
-	rows   entrySet                 // held rows by key: each row's own entry (heldRow.ent)
+	rows   rowTable                 // the held rows, by id and by key, with their holders
 	srcs   map[*viewSource]struct{} // every view source reading the table
-	// moreHolders holds, for a row more than one view source holds, the
-	// view sources besides its heldRow.holder.
-	moreHolders map[*heldRow][]*viewSource
-	route       route
+	route  route
 	// relMaps caches, per relation shape seen in the stream, the layout
 	// position of each of its columns.
 	relMaps map[*change.Relation][]int
@@ -407,8 +252,8 @@ func (tb *table) keyOf(vals []any) (string, bool) {
 		b = query.AppendKey(b, tb.cols[slot].typeOID, vals[slot])
 	}
 	tb.keyBuf = b
-	if e := tb.rows.get(unsafe.String(unsafe.SliceData(b), len(b))); e != nil {
-		return e.key, true // a held row's key: no new string
+	if id := tb.rows.lookup(unsafe.String(unsafe.SliceData(b), len(b))); id != 0 {
+		return tb.rows.key(id), true // a held row's key: no new string
 	}
 	return string(b), true
 }
@@ -439,13 +284,14 @@ func (tb *table) encode(vals []any) rowVals {
 	return rv
 }
 
-// mergeHeld fills the unloaded slots of h from src, a row at the same
-// position (a view that loaded other columns of it).
-func (tb *table) mergeHeld(h *heldRow, src rowVals) {
-	if h.enc == src.enc && h.boxes == nil && src.boxes == nil {
+// mergeHeld fills the unloaded slots of held row id from src, a row at
+// the same position (a view that loaded other columns of it).
+func (tb *table) mergeHeld(id rowID, src rowVals) {
+	rv := tb.rows.vals(id)
+	if rv.enc == src.enc && rv.boxes == nil && src.boxes == nil {
 		return
 	}
-	tb.setVals(h, h.ent.key, merge(h.values(), src.values()))
+	tb.rows.setVals(id, merge(rv.values(), src.values()))
 }
 
 // missing reports whether a change's row lacks values (unchanged TOAST,
@@ -479,17 +325,6 @@ func (tb *table) keyOfHeldBuf(rv rowVals) ([]byte, bool) {
 	}
 	tb.keyBuf = b
 	return b, true
-}
-
-// keyedHeld returns the key of an encoded row and the row, in one
-// allocation when keyed shares one, without allocating the key alone.
-func (tb *table) keyedHeld(rv rowVals) (string, rowVals, bool) {
-	b, ok := tb.keyOfHeldBuf(rv)
-	if !ok {
-		return "", rowVals{}, false
-	}
-	k, rv := keyed(unsafe.String(unsafe.SliceData(b), len(b)), rv)
-	return k, rv, true
 }
 
 // identityLayout reports whether the source's columns are the table's

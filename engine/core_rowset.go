@@ -5,8 +5,9 @@ import (
 	"iter"
 )
 
-// entrySet is a set of entries by their keys (entry.key): a table's held
-// rows (each row's own entry, heldRow.ent) and a view's result. It is an
+// entrySet is a set of entries by their keys (entry.key): an ordered or
+// join view's result (an unordered single-table view's is an idSet of
+// its rows' ids, a table's rows a keySet, core_rowtable.go). It is an
 // open-addressing table with linear probing: per slot the entry's pointer
 // and one tag byte (empty, deleted, or seven bits of the key's hash), so
 // a held key costs about 9 bytes over the table's load (7/8 at most)

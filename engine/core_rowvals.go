@@ -3,7 +3,6 @@ package engine
 import (
 	"encoding/binary"
 	"math"
-	"slices"
 
 	"github.com/freshetdb/freshet/change"
 )
@@ -126,80 +125,16 @@ func appendCompact1(dst []byte, x any) []byte {
 
 // encodeVals encodes a layout row, using buf as scratch.
 func encodeVals(buf []byte, vals []any) (rowVals, []byte) {
-	_, rv, b := encodeAfter(buf[:0], vals, 0)
-	return rv, b
-}
-
-// encodeAfter encodes a layout row after the n bytes in b (a held row's
-// key) and returns those bytes and the encoding in one allocation when
-// sharesAlloc says so, else "" and the encoding alone.
-func encodeAfter(b []byte, vals []any, n int) (prefix string, rv rowVals, buf []byte) {
+	b := buf[:0]
 	var boxes []any
 	for _, x := range vals {
 		b, boxes = appendVal(b, x, boxes)
 	}
-	if n > 0 && sharesAlloc(n, len(b)-n) {
-		s := string(b)
-		prefix, rv.enc = s[:n], s[n:]
-	} else {
-		rv.enc = string(b[n:])
-	}
+	rv := rowVals{enc: string(b)}
 	if boxes != nil {
-		bx := boxes
-		rv.boxes = &bx
+		rv.boxes = &boxes
 	}
-	return prefix, rv, b
-}
-
-// sizeClasses are the heap's allocation sizes up to maxSmallSize, found
-// once by growing slices (append rounds a new array up to its size class;
-// about 70 allocations of 350 KB in all).
-var sizeClasses = func() []int {
-	var classes []int
-	for n := 1; n <= maxSmallSize; {
-		c := cap(append([]byte(nil), make([]byte, n)...))
-		classes = append(classes, c)
-		n = c + 1
-	}
-	return classes
-}()
-
-// maxSmallSize is the largest allocation the Go heap rounds to a size
-// class (larger ones take whole pages).
-const maxSmallSize = 32 << 10
-
-// smallClasses holds, at (n+7)/8, the size class of n bytes for n up to
-// 1,024 (every class up to there is a multiple of 8): a held row asks
-// for two or three sizes, and a binary search of sizeClasses for each
-// was 7% of landing a read's rows.
-var smallClasses = func() []uint16 {
-	t := make([]uint16, 1024/8+1)
-	for i := range t {
-		j, _ := slices.BinarySearch(sizeClasses, i*8)
-		t[i] = uint16(sizeClasses[j])
-	}
-	return t
-}()
-
-// allocSize returns the heap bytes an allocation of n pointer-free bytes
-// takes.
-func allocSize(n int) int {
-	switch {
-	case n <= 1024:
-		return int(smallClasses[(n+7)/8])
-	case n > maxSmallSize:
-		return (n + 8191) &^ 8191
-	}
-	i, _ := slices.BinarySearch(sizeClasses, n)
-	return sizeClasses[i]
-}
-
-// sharesAlloc reports whether a held row's key (k bytes) and encoding (n
-// bytes) take less heap in one allocation than in two. Not when it is
-// the same: an update then allocates the encoding alone, keeping the
-// key's allocation, where a shared one would be made again whole.
-func sharesAlloc(k, n int) bool {
-	return allocSize(k+n) < allocSize(k)+allocSize(n)
+	return rv, b
 }
 
 // held reports whether rv describes a row (the zero rowVals does not).

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"slices"
 	"strings"
 	"testing"
 
@@ -180,44 +179,34 @@ func TestDecodeFast(t *testing.T) {
 	}
 }
 
-// TestSharesAlloc pins when a held row's key and encoding share one
-// allocation: a narrow row's do (8 and 35 bytes fit the 48-byte class the
-// encoding takes alone), a row whose two would cross into the next class
-// does not (8 and 285 bytes: 320 against 288 and 8), nor one that saves
-// nothing (9 and 29 bytes: 48 against 16 and 32).
-func TestSharesAlloc(t *testing.T) {
-	for _, c := range []struct{ n, want int }{{1, 8}, {8, 8}, {9, 16}, {35, 48}, {43, 48}, {285, 288}, {293, 320}, {32 << 10, 32 << 10}, {33 << 10, 40 << 10}} {
-		if got := allocSize(c.n); got != c.want {
-			t.Errorf("allocSize(%d) = %d, want %d", c.n, got, c.want)
-		}
-	}
-	// Every size against the size classes searched.
-	for n := 1; n <= maxSmallSize; n++ {
-		i, _ := slices.BinarySearch(sizeClasses, n)
-		if got := allocSize(n); got != sizeClasses[i] {
-			t.Fatalf("allocSize(%d) = %d, want %d", n, got, sizeClasses[i])
-		}
-	}
-	if !sharesAlloc(8, 35) {
-		t.Errorf("sharesAlloc(8, 35) = false, want true")
-	}
-	if sharesAlloc(8, 285) {
-		t.Errorf("sharesAlloc(8, 285) = true, want false")
-	}
-	if sharesAlloc(9, 29) { // 48 B either way: an update would allocate 16 B more
-		t.Errorf("sharesAlloc(9, 29) = true, want false")
-	}
-}
-
-// TestKeyedHeld checks that a held row's key and encoding read back the
-// same whether or not they share an allocation.
-func TestKeyedHeld(t *testing.T) {
-	for _, pad := range []int{0, 250, 40 << 10} {
-		vals := []any{int64(7), strings.Repeat("p", pad), nil}
-		rv, _ := encodeVals(nil, vals)
-		k, got := keyed("key-7", rv)
-		if k != "key-7" || got.enc != rv.enc {
-			t.Errorf("pad %d: keyed = %q, %q; want %q, %q", pad, k, got.enc, "key-7", rv.enc)
+// TestRecord checks that a record reads back its key, its encoding and
+// whether it has boxed values, for keys and encodings whose lengths take
+// one and two bytes and more.
+func TestRecord(t *testing.T) {
+	var rt rowTable
+	for _, kn := range []int{1, 9, 63, 64, 300} {
+		for _, pad := range []int{0, 100, 250, 40 << 10} {
+			key := strings.Repeat("k", kn)
+			vals := []any{int64(7), strings.Repeat("p", pad), nil}
+			if pad == 100 {
+				vals[2] = change.Array{Dims: []change.ArrayDim{{Len: 1, Lower: 1}}, Elems: []any{int64(1)}}
+			}
+			want, _ := encodeVals(nil, vals)
+			id := rt.insert(key, vals)
+			if got := rt.key(id); got != key {
+				t.Fatalf("key %d, pad %d: key = %q, want %q", kn, pad, got, key)
+			}
+			got := rt.vals(id)
+			if got.enc != want.enc || (got.boxes != nil) != (want.boxes != nil) {
+				t.Fatalf("key %d, pad %d: encoding = %q (boxed %v), want %q (boxed %v)", kn, pad, got.enc, got.boxes != nil, want.enc, want.boxes != nil)
+			}
+			if !sameValues(got.values(), vals) {
+				t.Fatalf("key %d, pad %d: values = %v, want %v", kn, pad, got.values(), vals)
+			}
+			if rt.lookup(key) != id {
+				t.Fatalf("key %d, pad %d: lookup = %d, want %d", kn, pad, rt.lookup(key), id)
+			}
+			rt.drop(id)
 		}
 	}
 }

@@ -18,13 +18,16 @@ type state struct {
 	// The clock (core_clock.go): the database's now() at clockLSN, the
 	// position of the Clock call that set it; clocked are the views whose
 	// query depends on it.
-	clock      change.Timestamp
-	clockSet   bool
-	clockLSN   change.LSN
-	clocked    map[*view]struct{}
-	subs       map[SubID]*sub
-	tables     map[uint32]*table
-	nextViewID uint64
+	clock    change.Timestamp
+	clockSet bool
+	clockLSN change.LSN
+	clocked  map[*view]struct{}
+	subs     map[SubID]*sub
+	tables   map[uint32]*table
+	// dyingTables are the tables that freed row ids in the current core
+	// call (recycleRows).
+	dyingTables []*table
+	nextViewID  uint64
 	// colSets interns view sources' layout positions (viewSource.col):
 	// the views of one shape read the same slots, so they share one
 	// slice (never written to once made). Keyed by the positions'
@@ -108,9 +111,12 @@ type rowRef struct {
 type overlayRow struct {
 	tb     *table
 	key    string
-	before rowVals  // the row before the transaction (zero: not held)
-	after  []any    // nil: deleted
-	h      *heldRow // the row object that holds it once committed
+	before rowVals // the row before the transaction (zero: not held)
+	after  []any   // nil: deleted
+	id     rowID   // the held row, once the transaction is settling (finish)
+	// fresh: id is a new row, out of the key set until finish sees a
+	// view hold it.
+	fresh bool
 	// from is, when an UPDATE of the transaction gave the row its key,
 	// the key the row had before the transaction ("" otherwise): a
 	// delta reports the pair (Output.KeyChanges).
@@ -156,6 +162,35 @@ func (s *state) ready() Ready {
 // 300 bytes: 16,384 of them hold about 5 MB), so one transaction that
 // reached a million subscriptions does not keep its array for good.
 const maxRecycledOutputs = 1 << 14
+
+// dropRow takes row id of tb out of its key set and frees it when
+// nothing holds it (rowTable.drop), noting tb for recycleRows.
+func (s *state) dropRow(tb *table, id rowID) {
+	n := len(tb.rows.dying)
+	tb.rows.drop(id)
+	if n == 0 && len(tb.rows.dying) > 0 {
+		s.dyingTables = append(s.dyingTables, tb)
+	}
+}
+
+// freeRow frees row id of tb, out of its key set and held by none.
+func (s *state) freeRow(tb *table, id rowID) {
+	if len(tb.rows.dying) == 0 {
+		s.dyingTables = append(s.dyingTables, tb)
+	}
+	tb.rows.freeID(id)
+}
+
+// recycleRows makes the row ids freed by the core's earlier calls
+// reusable (rowTable.recycle): a call begins with it, so that no id
+// freed during a call is reused in it.
+func (s *state) recycleRows() {
+	for i, tb := range s.dyingTables {
+		tb.rows.recycle()
+		s.dyingTables[i] = nil
+	}
+	s.dyingTables = s.dyingTables[:0]
+}
 
 // stats counts the views, subscriptions, held rows and pending reads.
 func (s *state) stats() Stats {

@@ -72,7 +72,7 @@ func (s *state) newView(plan *query.Plan) (*view, string) {
 		s.colBuf = col
 		vs := &viewSource{v: v, idx: i, src: src, t: tb, col: s.sharedCols(col)}
 		if v.isJoin() {
-			vs.j = &joinSource{rows: make(map[string]*heldRow), byJoin: make(map[string]map[string]*heldRow), nulls: make(map[string]bool)}
+			vs.j = &joinSource{rows: make(map[string]rowID), byJoin: make(map[string]map[string]rowID), nulls: make(map[string]bool)}
 		}
 		tb.srcs[vs] = struct{}{}
 		tb.route.add(vs)
@@ -236,13 +236,19 @@ func (s *state) soleReader(v *view) bool {
 	return ok && len(vs.t.srcs) == 1
 }
 
-// release drops vs's hold on row h (key k of tb), forgetting the row when
-// nothing holds it.
-func (s *state) release(tb *table, k string, h *heldRow, vs *viewSource) {
-	vs.t.dropHolder(h, vs)
-	if h.holder == nil && tb.held(k) == h {
-		tb.rows.remove(k)
+// release drops vs's hold on row id (key k) of tb; a row nothing holds
+// leaves the table, unless the transaction settling has it in its
+// overlay (finish decides, once every view has settled).
+func (s *state) release(tb *table, k string, id rowID, vs *viewSource) {
+	rt := &tb.rows
+	rt.dropHolder(id, vs)
+	if rt.holder(id) != nil {
+		return
 	}
+	if changed := s.overlay[rowRef{tb.oid, k}]; changed != nil && changed.id == id {
+		return
+	}
+	s.dropRow(tb, id)
 }
 
 // releaseResult drops a single-table view's holds on the rows of rs (a
@@ -253,48 +259,60 @@ func (s *state) releaseResult(v *view, rs *resultSet) {
 		return
 	}
 	vs := v.srcs[0]
+	rt := &vs.t.rows
+	for id := range rs.members.all() {
+		s.release(vs.t, rt.key(id), id, vs)
+	}
 	for e := range rs.result.all() {
 		s.release(vs.t, e.key, e.row, vs)
 	}
 }
 
-// intern makes the rows of a freshly built single-table result the shared
-// held rows, taking a hold on each. order, when not nil, is every entry
-// of an unordered result (liveInOrder): intern ranges over it rather
-// than the result, and an entry it replaces it replaces there too.
-func (s *state) intern(v *view, rs *resultSet, order []*entry) {
+// intern makes the rows of a freshly built single-table result, ids of
+// the read's stage st, the table's held rows, taking a hold on each: a
+// row the table holds already takes the read's values of the columns it
+// lacks (mergeHeld), a new one the stage's record. For an unordered
+// result it returns the table's ids in the stage's order, the order the
+// read gave them in with the rows replayed after them (goLive).
+func (s *state) intern(v *view, rs *resultSet, st *rowTable) []rowID {
 	vs := v.srcs[0]
 	tb := vs.t
-	if tb.rows.len() == 0 && rs.result.len() > 64 {
+	rt := &tb.rows
+	if n := int(rs.countN()); rt.len() == 0 {
 		// The table's first rows: sized once, not grown by rehashing.
-		tb.rows.reserve(rs.result.len())
+		rt.reserve(n)
 	}
-	// hold interns e, returning the result's entry for its key after.
-	hold := func(e *entry) *entry {
-		k := e.key
-		h := tb.held(k)
-		if h == nil {
-			h = e.row
-			tb.hold(k, h)
-		} else {
-			tb.mergeHeld(h, e.row.rowVals)
-			if rs.ordered {
-				e.row = h
-			} else {
-				e = h.entry(k)
-				rs.results().put(e)
-			}
+	if rs.members == nil {
+		for e := range rs.result.all() {
+			e.row = s.internRow(vs, st, e.row)
+			// The table's copy of the key: the stage's record may be
+			// left for the collector.
+			e.key = rt.key(e.row)
 		}
-		vs.t.addHolder(h, vs)
-		return e
+		return nil
 	}
-	if order != nil {
-		for i, e := range order {
-			order[i] = hold(e)
+	members := &idSet{}
+	members.reserve(rs.members.len())
+	order := make([]rowID, 0, rs.members.len())
+	for sid := range st.inOrder() {
+		if rs.members.has(sid) {
+			id := s.internRow(vs, st, sid)
+			members.add(id)
+			order = append(order, id)
 		}
-		return
 	}
-	for e := range rs.result.all() {
-		hold(e)
+	rs.members = members
+	return order
+}
+
+// internRow makes row sid of stage st a held row of vs's table with a
+// hold of vs, and returns its id there.
+func (s *state) internRow(vs *viewSource, st *rowTable, sid rowID) rowID {
+	rt := &vs.t.rows
+	id, added := rt.adopt(st, sid)
+	if !added {
+		vs.t.mergeHeld(id, st.vals(sid))
 	}
+	rt.addHolder(id, vs)
+	return id
 }

@@ -48,25 +48,25 @@ type viewSource struct {
 // joinSource is the part of a view source only join views need.
 type joinSource struct {
 	// rows holds every row of the table that satisfies the source's own
-	// constraints, by primary key.
-	rows map[string]*heldRow
+	// constraints, by primary key: its id in the table's rows.
+	rows map[string]rowID
 	// byJoin indexes rows by the encoding of the source's join columns
 	// (On[k].Column for each k).
-	byJoin map[string]map[string]*heldRow
+	byJoin map[string]map[string]rowID
 	// nulls holds, for the table of a NOT IN (subquery), the keys of the
 	// rows whose output column is NULL (they make NOT IN never true).
 	nulls map[string]bool
 	// byCol indexes rows by each column a later source joins on.
-	byCol map[int]map[string]map[string]*heldRow
+	byCol map[int]map[string]map[string]rowID
 }
 
-// entry is one row of a view's result. It is kept small (32 bytes): a
-// single-table view without ORDER BY holds only the key and the shared row
-// (its query.Row is decoded when needed); what ordered and join views add
-// hangs off x.
+// entry is one row of an ordered or join view's result (32 bytes): its
+// key, the held row (a single-table view's) and what ordered and join
+// views add. An unordered single-table view holds no entries, only its
+// rows' ids (resultSet.members).
 type entry struct {
 	key string
-	row *heldRow // single-table views
+	row rowID // single-table views: the row in the table's rows
 	ext *entryExt
 }
 
@@ -78,9 +78,9 @@ type entryExt struct {
 
 // joinEntry is the part of an entry only join views need.
 type joinEntry struct {
-	rows    []*heldRow // per source (nil for a null-extended one)
-	root    string     // the root row's key
-	srcKeys []string   // each source's key
+	rows    []rowID  // per source (0 for a null-extended one, or a subquery's)
+	root    string   // the root row's key
+	srcKeys []string // each source's key
 }
 
 // q returns the row an ordered or join view's entry entered the result
@@ -92,19 +92,12 @@ func (e *entry) enteredRow() query.Row {
 	return e.ext.entered
 }
 
-// newEntry returns the entry of a single-table view's result for row h
-// (key k).
-func (rs *resultSet) newEntry(k string, h *heldRow, v *view) *entry {
-	if !rs.ordered {
-		return h.entry(k)
-	}
-	if h.ent.row != nil {
-		// The row's own copy of the key: one taken before an update
-		// would keep the row's old encoding (keyed).
-		k = h.ent.key
-	}
-	e := &entry{key: k, row: h}
-	e.setEntered(query.Row{h.pick(v.srcs[0].col)})
+// newEntry returns the entry of an ordered single-table view's result
+// for row id of rt (its key the row's own, in its record: one taken
+// before an update would keep the row's old record alive).
+func (rs *resultSet) newEntry(rt *rowTable, id rowID, v *view) *entry {
+	e := &entry{key: rt.key(id), row: id}
+	e.setEntered(query.Row{rt.vals(id).pick(v.srcs[0].col)})
 	return e
 }
 
@@ -158,8 +151,12 @@ type resultSet struct {
 	// with the row after the window (kept here beside the other flags).
 	shownTieAfter bool
 	cap           int       // OFFSET+LIMIT+margin, for windows
-	result        *entrySet // by key; nil until its first entry (most views of distinct binds hold few rows)
-	list          []*entry
+	result        *entrySet // ordered and join views: entries by key; nil until its first entry (most views of distinct binds hold few rows)
+	// members is an unordered single-table view's result: the ids of the
+	// rows it holds in its table's rows (during a landing, in the read's
+	// stage); nil until its first row.
+	members *idSet
+	list    []*entry
 	// bound is, for a window that is not complete, the last row it is
 	// known to hold every row up to (the last row of its read, or where it
 	// was last cut): a row sorting after it may have others before it.
@@ -344,42 +341,35 @@ func sortedByKey(m *entrySet) []*entry {
 	for e := range m.all() {
 		es = append(es, e)
 	}
-	return sortByKey(es)
+	return sortByKey(es, entryKey)
 }
 
-// liveInOrder returns the entries of order that are m's (a key's entry
-// replaced or removed since is left out), in order's order, reusing
-// order's array; nil when they are not all of m's entries.
-func liveInOrder(m *entrySet, order []*entry) []*entry {
-	es := order[:0]
-	for _, e := range order {
-		if m.get(e.key) == e {
-			es = append(es, e)
-		}
-	}
-	if len(es) != m.len() {
-		return nil
-	}
-	return es
+// entryKey is an entry's key (for sortByKey).
+func entryKey(e *entry) string { return e.key }
+
+// sortedIDs returns the ids of an unordered single-table result in the
+// order of their rows' keys (rt: the rows they are ids of).
+func (rs *resultSet) sortedIDs(rt *rowTable) []rowID {
+	return sortByKey(rs.members.ids(), rt.key)
 }
 
-// inKeyOrder sorts es, a result's entries in the order a read gave them
+// inKeyOrder sorts xs, a result's rows in the order a read gave them
 // (most reads come in key order, an index's or the table's) with the
 // rows replayed over it after them, by key, and returns it: the sorted
 // run it starts with is kept, the rest sorted and merged into it, so a
 // read in key order costs a pass, not a sort.
-func inKeyOrder(es []*entry) []*entry {
+func inKeyOrder[T any](xs []T, key func(T) string) []T {
 	i := 1
-	for i < len(es) && es[i-1].key < es[i].key {
+	for i < len(xs) && key(xs[i-1]) < key(xs[i]) {
 		i++
 	}
-	if i >= len(es) {
-		return es
+	if i >= len(xs) {
+		return xs
 	}
-	head, tail := es[:i], sortByKey(slices.Clone(es[i:]))
-	out := make([]*entry, 0, len(es))
+	head, tail := xs[:i], sortByKey(slices.Clone(xs[i:]), key)
+	out := make([]T, 0, len(xs))
 	for len(head) > 0 && len(tail) > 0 {
-		if tail[0].key < head[0].key {
+		if key(tail[0]) < key(head[0]) {
 			out, tail = append(out, tail[0]), tail[1:]
 		} else {
 			out, head = append(out, head[0]), head[1:]
@@ -389,16 +379,16 @@ func inKeyOrder(es []*entry) []*entry {
 	return append(out, tail...)
 }
 
-// sortByKey sorts es by key, in place, and returns it. Each is sorted
+// sortByKey sorts xs by key, in place, and returns it. Each is sorted
 // with the first sixteen bytes of its key beside it (an integer key is
 // 9), compared before the keys: most comparisons of a large result read
 // no key, and the rest a key found by a pointer in the slice rather than
-// through the entry.
-func sortByKey(es []*entry) []*entry {
+// through the row.
+func sortByKey[T any](xs []T, key func(T) string) []T {
 	type keyed struct {
 		hi, lo uint64
 		key    string
-		e      *entry
+		x      T
 	}
 	word := func(k string, at int) uint64 {
 		var p uint64
@@ -410,9 +400,10 @@ func sortByKey(es []*entry) []*entry {
 		}
 		return p
 	}
-	ks := make([]keyed, 0, len(es))
-	for _, e := range es {
-		ks = append(ks, keyed{word(e.key, 0), word(e.key, 8), e.key, e})
+	ks := make([]keyed, 0, len(xs))
+	for _, x := range xs {
+		k := key(x)
+		ks = append(ks, keyed{word(k, 0), word(k, 8), k, x})
 	}
 	slices.SortFunc(ks, func(a, b keyed) int {
 		switch {
@@ -428,13 +419,61 @@ func sortByKey(es []*entry) []*entry {
 		return 0
 	})
 	for i := range ks {
-		es[i] = ks[i].e
+		xs[i] = ks[i].x
 	}
-	return es
+	return xs
 }
 
-// countN is the count of a COUNT(*) view.
-func (rs *resultSet) countN() int64 { return int64(rs.result.len()) }
+// countN is the count of a COUNT(*) view (the rows a result holds).
+func (rs *resultSet) countN() int64 { return int64(rs.result.len() + rs.members.len()) }
+
+// addMember adds row id to an unordered single-table result.
+func (rs *resultSet) addMember(id rowID) {
+	if rs.members == nil {
+		rs.members = &idSet{}
+	}
+	rs.members.add(id)
+}
+
+// removeKey takes the row of key out of a single-table result (its ids
+// rt's) and returns its id (0: it was not held).
+func (rs *resultSet) removeKey(rt *rowTable, key string) rowID {
+	if rs.ordered {
+		if e := rs.remove(key); e != nil {
+			return e.row
+		}
+		return 0
+	}
+	if rs.members == nil {
+		return 0
+	}
+	if id := rt.lookup(key); id != 0 && rs.members.remove(id) {
+		return id
+	}
+	return 0
+}
+
+// hasKey reports whether the result holds the row of key (rt: where a
+// single-table result's ids are).
+func (rs *resultSet) hasKey(rt *rowTable, key string) bool {
+	if rs.members != nil {
+		return rs.members.has(rt.lookup(key))
+	}
+	return rs.result.has(key)
+}
+
+// keys returns the keys of the rows a result holds (in no particular
+// order).
+func (rs *resultSet) keys(rt *rowTable) []string {
+	if rs.members == nil {
+		return rs.result.keys()
+	}
+	ks := make([]string, 0, rs.members.len())
+	for id := range rs.members.all() {
+		ks = append(ks, rt.key(id))
+	}
+	return ks
+}
 
 // results returns rs's entry set, made on first use.
 func (rs *resultSet) results() *entrySet {
@@ -454,16 +493,22 @@ func (rs *resultSet) countRows() []ResultRow {
 }
 
 // queryRow returns an entry's query.Row.
-func (v *view) queryRow(e *entry) query.Row {
-	if e.enteredRow() != nil {
-		return e.enteredRow()
-	}
-	return query.Row{e.row.pick(v.srcs[0].col)}
+func (v *view) queryRow(e *entry) query.Row { return e.enteredRow() }
+
+// idRow returns the query.Row of a single-table view's row id of rt.
+func (v *view) idRow(rt *rowTable, id rowID) query.Row {
+	return query.Row{rt.vals(id).pick(v.srcs[0].col)}
 }
 
 // resultRow projects an entry to the row subscribers are sent.
 func (v *view) resultRow(e *entry) ResultRow {
 	return ResultRow{Key: Key(e.key), Values: v.plan.Project(v.queryRow(e))}
+}
+
+// idResultRow projects a single-table view's row id of rt to the row
+// subscribers are sent.
+func (v *view) idResultRow(rt *rowTable, id rowID) ResultRow {
+	return ResultRow{Key: Key(rt.key(id)), Values: v.plan.Project(v.idRow(rt, id))}
 }
 
 // snapshotShown records what an ordered view's subscribers now hold.
@@ -498,9 +543,9 @@ func (rs *resultSet) tiesBefore(i int) bool {
 }
 
 // accepted builds a subscriber's Accepted output. byKey, when not nil,
-// is the result in key order (inKeyOrder), so that the subscribers of a
-// landing share one sort.
-func (v *view) accepted(s *sub, pos change.LSN, byKey []*entry) Output {
+// is an unordered single-table result's ids in key order (inKeyOrder),
+// so that the subscribers of a landing share one sort.
+func (v *view) accepted(s *sub, pos change.LSN, byKey []rowID) Output {
 	o := Output{Sub: s.id, Kind: OutputAccepted, LSN: pos, Plan: v.plan}
 	if s.mode == ModeTouch {
 		return o
@@ -516,44 +561,69 @@ func (v *view) accepted(s *sub, pos change.LSN, byKey []*entry) Output {
 		return o
 	}
 	unordered := s.mode == ModeRowsUnordered && !v.ordered
-	slots := v.plainSlots()
-	if unordered && slots != nil {
-		o.Held = v.heldAccepted(slots)
-		return o
+	if v.byID() {
+		return v.acceptedIDs(o, unordered, byKey)
 	}
 	var es []*entry
-	switch {
-	case unordered:
+	if unordered {
 		// No key sort: the subscriber needs no order.
 		es = slices.Collect(v.result.all())
-	case byKey != nil && !v.ordered:
-		es = byKey
-	default:
+	} else {
 		es = v.entries()
 	}
 	o.Rows = make([]ResultRow, 0, len(es)) // a million-row result is not grown by copying
-	if slots != nil && !v.ordered {
-		// Each row's values decoded straight from the held row into
-		// arrays shared by acceptedChunk rows, not a source row and a
-		// projection of it per row.
-		var free []any
-		var sl slabs
-		for i, e := range es {
-			if len(free) == 0 {
-				free = make([]any, min(acceptedChunk, len(es)-i)*len(slots))
-			}
-			vals := free[:len(slots):len(slots)]
-			free = free[len(slots):]
-			e.row.pickInto(vals, slots, &sl)
-			o.Rows = append(o.Rows, ResultRow{Key: Key(e.key), Values: vals})
-		}
-		return o
-	}
 	for _, e := range es {
 		o.Rows = append(o.Rows, v.resultRow(e))
 	}
 	return o
 }
+
+// acceptedIDs is accepted for an unordered single-table view.
+func (v *view) acceptedIDs(o Output, unordered bool, byKey []rowID) Output {
+	rt := &v.srcs[0].t.rows
+	slots := v.plainSlots()
+	if unordered && slots != nil {
+		o.Held = v.heldAccepted(slots)
+		return o
+	}
+	var ids []rowID
+	switch {
+	case unordered:
+		// No key sort: the subscriber needs no order.
+		ids = v.members.ids()
+	case byKey != nil:
+		ids = byKey
+	default:
+		ids = v.sortedIDs(rt)
+	}
+	o.Rows = make([]ResultRow, 0, len(ids)) // a million-row result is not grown by copying
+	if slots == nil {
+		for _, id := range ids {
+			o.Rows = append(o.Rows, v.idResultRow(rt, id))
+		}
+		return o
+	}
+	// Each row's values decoded straight from the held row into arrays
+	// shared by acceptedChunk rows, not a source row and a projection of
+	// it per row.
+	var free []any
+	var sl slabs
+	for i, id := range ids {
+		if len(free) == 0 {
+			free = make([]any, min(acceptedChunk, len(ids)-i)*len(slots))
+		}
+		vals := free[:len(slots):len(slots)]
+		free = free[len(slots):]
+		key, rv := rt.row(id)
+		rv.pickInto(vals, slots, &sl)
+		o.Rows = append(o.Rows, ResultRow{Key: Key(key), Values: vals})
+	}
+	return o
+}
+
+// byID reports whether the view's result is its rows' ids (members): a
+// single-table view without ORDER BY or LIMIT.
+func (v *view) byID() bool { return !v.ordered && !v.isJoin() }
 
 // acceptedChunk is how many rows' values share one array in an Accepted
 // output: a row a subscriber keeps keeps its array alive, so it stays

@@ -12,20 +12,32 @@
 //     core's table for it: its layout slots, its routing registration and,
 //     for a join, the rows it holds (viewSource, core_view.go).
 //   - held row: one row of a table the core keeps, once per (table, row
-//     key) however many views hold it, with the view sources holding it
-//     (heldRow, core_rows.go).
-//   - entry set: a table's held rows and a view's result, by key: an
-//     open-addressing table of entry pointers (entrySet, core_rowset.go).
+//     key) however many views hold it: a record (its key and its row
+//     values in one allocation) under a row id in the table's rowTable,
+//     with the view sources holding it (core_rowtable.go). There is no Go
+//     object per row: views name a row by its id.
+//   - row id: a held row's index in its table's rowTable (rowID), stable
+//     while the row is held (an update gives it a new record, not a new
+//     id); freed when no view holds it, reused only after the core call
+//     that freed it.
+//   - key set: a table's row ids by their rows' keys, an open-addressing
+//     table of ids with a tag byte each, keys compared in the records
+//     (keySet, core_rowtable.go).
+//   - members: the result of a single-table view without ORDER BY or
+//     LIMIT (a plain, COUNT(*) or aggregate view's rows): a set of row ids
+//     (idSet, core_rowtable.go).
+//   - entry set: an ordered or join view's result, by key: an
+//     open-addressing table of entry pointers (entrySet, core_rowset.go);
+//     an entry names its row by id.
 //   - layout: the columns of a table as the core stores them, the union of
 //     every column any view of it names; columns are only appended
 //     (layoutCol, core_rows.go).
 //   - slot: a column's position in its table's layout; a held row has one
 //     value per slot, unloaded when no view asked for it.
 //   - row values: a held row's values encoded in one immutable string, a
-//     tag and an exact payload per slot (rowVals, core_rowvals.go).
-//     A held row's key and values share one allocation when that takes
-//     less heap than two (keyed, core_rows.go); heldRow.encoded reads
-//     a held row's bytes.
+//     tag and an exact payload per slot (rowVals, core_rowvals.go),
+//     sharing the row's record with its key; an update makes a new
+//     record, so row values taken before describe the row as it was.
 //   - overlay: the rows the transaction being applied has changed so far,
 //     as it left them, over the held rows; they become the held rows when
 //     the transaction settles (overlayRow, core_apply.go).

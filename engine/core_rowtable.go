@@ -1,0 +1,827 @@
+package engine
+
+import (
+	"encoding/binary"
+	"iter"
+	"unsafe"
+)
+
+// rowID names a row of a rowTable: an index into its rows, stable while
+// the row is held (an update gives the row a new record, not a new id).
+// 0 is no row.
+type rowID uint32
+
+// rowTable holds rows by id and by key: a table's held rows (table.rows)
+// and a landing read's rows before they are held (its stage). Each row is
+// one record, its key and encoded values in one allocation (record), and
+// per id a rowMeta (16 bytes) with the view source holding it; the ids
+// are found by key through an open-addressing set of ids (keySet, about
+// 5 bytes a slot). A held row costs its record, its meta and its key set
+// slot, with no Go object of its own: views name it by id (a member set,
+// an ordered view's entry, a join source's map).
+//
+// An id is freed when its row has left the key set and has no holder
+// (state.release, finish); it is reused only after the core call that freed it
+// (recycle, at the start of the next), in the order ids were freed, so
+// that a stale id met later reads as freed (row panics) for as long as
+// possible rather than as another row.
+type rowTable struct {
+	meta [][]rowMeta // ids 1, 2, ... in chunks of up to rowChunk
+	cur  int         // the chunk being filled: those before it are full, those after it empty
+	keys keySet
+	// more holds, for a row held by more than one view source, the view
+	// sources besides its rowMeta.holder.
+	more map[rowID][]*viewSource
+	// boxes holds the boxed values (rowVals.boxes) of rows whose
+	// encodings have some.
+	boxes    map[rowID]*[]any
+	freed    []rowID // freed ids ready for reuse, from freeHead on
+	freeHead int
+	dying    []rowID // ids freed during the current core call
+	stage    bool    // a landing's stage: ids are never reused, so they are in the order rows came in
+	buf      []byte  // record scratch
+}
+
+// rowMeta is what a rowTable keeps per id.
+type rowMeta struct {
+	rec unsafe.Pointer // the row's record (nil: a free id)
+	// holder is one view source holding the row (nil: none); the others
+	// are in rowTable.more, so a row one view holds costs nothing more.
+	holder *viewSource
+}
+
+// rowChunkBits sizes the chunks of rowTable.meta: a chunk grows by
+// doubling up to rowChunk ids, so a table's metas never take much more
+// than its rows need.
+const (
+	rowChunkBits = 10
+	rowChunk     = 1 << rowChunkBits
+)
+
+// freedHolder marks the holder of a freed id: freeing it again panics.
+var freedHolder = &viewSource{}
+
+// A record is a row's key and encoding in one allocation: a uvarint of the
+// key's length times two (plus one when the encoding has boxed values), a
+// uvarint of the encoding's length, the key's bytes, then the encoding's.
+// It is never written once made: an update makes a new record, so a
+// rowVals or key taken from a record describes the row as it was, for as
+// long as it is kept (an overlay's before-image, a delta's key, an
+// Accepted's HeldRows).
+
+// recHdrMax is the most bytes a record's header takes.
+const recHdrMax = 2 * binary.MaxVarintLen64
+
+// zeroHdr is the room left for a record's header before its key.
+var zeroHdr [recHdrMax]byte
+
+// sealRecord makes a record of b: recHdrMax bytes of room, then the key
+// (k bytes), then the encoding.
+func sealRecord(b []byte, k int, boxed bool) unsafe.Pointer {
+	var hdr [recHdrMax]byte
+	kb := uint64(k) << 1
+	if boxed {
+		kb |= 1
+	}
+	h := binary.PutUvarint(hdr[:], kb)
+	h += binary.PutUvarint(hdr[h:], uint64(len(b)-recHdrMax-k))
+	start := recHdrMax - h
+	copy(b[start:], hdr[:h])
+	s := string(b[start:])
+	return unsafe.Pointer(unsafe.StringData(s))
+}
+
+// recordParts returns a record's key and encoding (aliasing it) and
+// whether the encoding has boxed values.
+func recordParts(p unsafe.Pointer) (key, enc string, boxed bool) {
+	kb, n1 := uvarintAt(p)
+	e, n2 := uvarintAt(unsafe.Add(p, n1))
+	at := unsafe.Add(p, n1+n2)
+	k := int(kb >> 1)
+	return unsafe.String((*byte)(at), k), unsafe.String((*byte)(unsafe.Add(at, k)), int(e)), kb&1 != 0
+}
+
+// recordKey returns a record's key (aliasing it).
+func recordKey(p unsafe.Pointer) string {
+	kb, n1 := uvarintAt(p)
+	_, n2 := uvarintAt(unsafe.Add(p, n1))
+	return unsafe.String((*byte)(unsafe.Add(p, n1+n2)), int(kb>>1))
+}
+
+func uvarintAt(p unsafe.Pointer) (uint64, int) {
+	var x uint64
+	var shift uint
+	for i := 0; ; i++ {
+		c := *(*byte)(unsafe.Add(p, i))
+		if c < 0x80 {
+			return x | uint64(c)<<shift, i + 1
+		}
+		x |= uint64(c&0x7f) << shift
+		shift += 7
+	}
+}
+
+// at returns id's meta.
+func (rt *rowTable) at(id rowID) *rowMeta {
+	i := uint32(id) - 1
+	return &rt.meta[i>>rowChunkBits][i&(rowChunk-1)]
+}
+
+// rec returns id's record; it panics for a freed id (a stale one).
+func (rt *rowTable) rec(id rowID) unsafe.Pointer {
+	p := rt.at(id).rec
+	if p == nil {
+		panic("engine: a row was read by an id freed before")
+	}
+	return p
+}
+
+// key returns the key of row id (aliasing its record).
+func (rt *rowTable) key(id rowID) string { return recordKey(rt.rec(id)) }
+
+// vals returns the values of row id as its record holds them.
+func (rt *rowTable) vals(id rowID) rowVals {
+	_, rv := rt.row(id)
+	return rv
+}
+
+// row returns the key and the values of row id (aliasing its record).
+func (rt *rowTable) row(id rowID) (string, rowVals) {
+	key, enc, boxed := recordParts(rt.rec(id))
+	rv := rowVals{enc: enc}
+	if boxed {
+		rv.boxes = rt.boxes[id]
+	}
+	return key, rv
+}
+
+// lookup returns the id of the row of key in the key set, or 0.
+func (rt *rowTable) lookup(key string) rowID { return rt.keys.get(rt, key) }
+
+// len returns the number of rows in the key set.
+func (rt *rowTable) len() int { return rt.keys.n }
+
+// newID returns an unused id (its meta zero).
+func (rt *rowTable) newID() rowID {
+	if rt.freeHead < len(rt.freed) {
+		id := rt.freed[rt.freeHead]
+		rt.freeHead++
+		if rt.freeHead == len(rt.freed) {
+			rt.freed, rt.freeHead = rt.freed[:0], 0
+		}
+		return id
+	}
+	if len(rt.meta) == 0 {
+		rt.meta = append(rt.meta, make([]rowMeta, 0, 8))
+	}
+	if len(rt.meta[rt.cur]) == rowChunk {
+		rt.cur++
+		if rt.cur == len(rt.meta) {
+			rt.meta = append(rt.meta, make([]rowMeta, 0, 8))
+		}
+	}
+	c := rt.meta[rt.cur]
+	if len(c) == cap(c) {
+		grown := make([]rowMeta, len(c), min(2*cap(c), rowChunk))
+		copy(grown, c)
+		c = grown
+	}
+	rt.meta[rt.cur] = append(c, rowMeta{})
+	return rowID(rt.cur<<rowChunkBits + len(c) + 1)
+}
+
+// place gives id the record p (with boxes, when its encoding has boxed
+// values).
+func (rt *rowTable) place(id rowID, p unsafe.Pointer, boxes *[]any) {
+	rt.at(id).rec = p
+	switch {
+	case boxes != nil:
+		if rt.boxes == nil {
+			rt.boxes = make(map[rowID]*[]any)
+		}
+		rt.boxes[id] = boxes
+	case len(rt.boxes) > 0:
+		delete(rt.boxes, id)
+	}
+}
+
+// encodeRecord encodes a layout row as the record of key.
+func (rt *rowTable) encodeRecord(key string, vals []any) (unsafe.Pointer, *[]any) {
+	b := append(rt.buf[:0], zeroHdr[:]...)
+	b = append(b, key...)
+	var boxes []any
+	for _, x := range vals {
+		b, boxes = appendVal(b, x, boxes)
+	}
+	rt.buf = b
+	p := sealRecord(b, len(key), boxes != nil)
+	if boxes != nil {
+		bx := boxes // its own variable: &boxes would move boxes to the heap for every row
+		return p, &bx
+	}
+	return p, nil
+}
+
+// record makes the record of key and rv.
+func (rt *rowTable) record(key string, rv rowVals) unsafe.Pointer {
+	b := append(rt.buf[:0], zeroHdr[:]...)
+	b = append(append(b, key...), rv.enc...)
+	rt.buf = b
+	return sealRecord(b, len(key), rv.boxes != nil)
+}
+
+// insert adds the row of key (not in the key set) with the values of a
+// layout row, and returns its id.
+func (rt *rowTable) insert(key string, vals []any) rowID {
+	id := rt.newRow(key, vals)
+	rt.keys.put(rt, id)
+	return id
+}
+
+// newRow gives a row of key (not in the key set) an id and the values
+// of a layout row, and returns the id; the row is not in the key set.
+func (rt *rowTable) newRow(key string, vals []any) rowID {
+	id := rt.newID()
+	p, boxes := rt.encodeRecord(key, vals)
+	rt.place(id, p, boxes)
+	return id
+}
+
+// insertVals adds the row of key (not in the key set) with values rv.
+func (rt *rowTable) insertVals(key string, rv rowVals) rowID {
+	id := rt.newID()
+	rt.place(id, rt.record(key, rv), rv.boxes)
+	rt.keys.put(rt, id)
+	return id
+}
+
+// adopt returns the id of the row of sid's key (a row of from) in rt,
+// adding it with sid's record, not a copy, when rt has no row of the key
+// (added).
+func (rt *rowTable) adopt(from *rowTable, sid rowID) (id rowID, added bool) {
+	p := from.rec(sid)
+	rt.keys.room(rt)
+	i, tag, found := rt.keys.slot(rt, recordKey(p))
+	if found {
+		return rt.keys.slots[i], false
+	}
+	id = rt.newID()
+	var boxes *[]any
+	if _, _, boxed := recordParts(p); boxed {
+		boxes = from.boxes[sid]
+	}
+	rt.place(id, p, boxes)
+	rt.keys.fill(i, id, tag)
+	return id, true
+}
+
+// setVals gives row id the values of a layout row (a new record: one
+// taken before keeps the old values).
+func (rt *rowTable) setVals(id rowID, vals []any) {
+	p, boxes := rt.encodeRecord(rt.key(id), vals)
+	rt.place(id, p, boxes)
+}
+
+// setRowVals gives row id the values rv.
+func (rt *rowTable) setRowVals(id rowID, rv rowVals) {
+	rt.place(id, rt.record(rt.key(id), rv), rv.boxes)
+}
+
+// put adds or replaces the row of key with values rv and returns its id
+// (a stage's: a key read twice keeps its id and its last values).
+func (rt *rowTable) put(key string, rv rowVals) rowID {
+	rt.keys.room(rt)
+	i, tag, found := rt.keys.slot(rt, key)
+	if found {
+		id := rt.keys.slots[i]
+		rt.setRowVals(id, rv)
+		return id
+	}
+	id := rt.newID()
+	rt.place(id, rt.record(key, rv), rv.boxes)
+	rt.keys.fill(i, id, tag)
+	return id
+}
+
+// reserve makes room for n more rows: their metas and key set slots,
+// so that adding them does not grow either.
+func (rt *rowTable) reserve(n int) {
+	if n <= 0 {
+		return
+	}
+	if rt.keys.used == 0 {
+		rt.keys.reserve(n)
+	}
+	n -= len(rt.freed) - rt.freeHead
+	if n <= 0 {
+		return
+	}
+	if len(rt.meta) == 0 {
+		rt.meta = append(rt.meta, nil)
+	}
+	// The chunk being filled, then the empty ones after it.
+	for i := rt.cur; i < len(rt.meta) && n > 0; i++ {
+		c := rt.meta[i]
+		if len(c)+n > cap(c) && cap(c) < rowChunk {
+			grown := make([]rowMeta, len(c), min(len(c)+n, rowChunk))
+			copy(grown, c)
+			rt.meta[i] = grown
+		}
+		n -= cap(rt.meta[i]) - len(c)
+	}
+	for ; n > 0; n -= rowChunk {
+		rt.meta = append(rt.meta, make([]rowMeta, 0, min(n, rowChunk)))
+	}
+}
+
+// putVals is put for the values of a layout row.
+func (rt *rowTable) putVals(key string, vals []any) rowID {
+	if id := rt.lookup(key); id != 0 {
+		rt.setVals(id, vals)
+		return id
+	}
+	return rt.insert(key, vals)
+}
+
+// keyed reports whether id is the row of its key in the key set.
+func (rt *rowTable) keyed(id rowID) bool { return rt.lookup(rt.key(id)) == id }
+
+// unkey takes row id out of the key set (when it is there): a lookup of
+// its key no longer finds it, and whoever holds it still reads it.
+func (rt *rowTable) unkey(id rowID) {
+	if k := rt.key(id); rt.keys.get(rt, k) == id {
+		rt.keys.remove(rt, k)
+	}
+}
+
+// freeID frees id, a row out of the key set that nothing holds: reused
+// after the core call (recycle).
+func (rt *rowTable) freeID(id rowID) {
+	m := rt.at(id)
+	if m.holder != nil {
+		panic("engine: a held row, or one freed before, was freed")
+	}
+	m.holder = freedHolder
+	if len(rt.boxes) > 0 {
+		delete(rt.boxes, id)
+	}
+	rt.dying = append(rt.dying, id)
+}
+
+// drop takes row id out of the key set and frees it when nothing holds
+// it (a row held still, by a view re-reading its result, is freed when
+// its last holder lets it go: state.release).
+func (rt *rowTable) drop(id rowID) {
+	rt.unkey(id)
+	if rt.at(id).holder == nil {
+		rt.freeID(id)
+	}
+}
+
+// recycle makes the ids freed during a core call reusable; stale ids met
+// from then on read as freed (rec panics) until reused. A stage never
+// reuses its ids.
+func (rt *rowTable) recycle() {
+	if rt.stage {
+		return
+	}
+	if rt.freeHead > len(rt.freed)/2 {
+		// The reused ids' room is taken back.
+		n := copy(rt.freed, rt.freed[rt.freeHead:])
+		rt.freed, rt.freeHead = rt.freed[:n], 0
+	}
+	for _, id := range rt.dying {
+		*rt.at(id) = rowMeta{}
+		rt.freed = append(rt.freed, id)
+	}
+	clear(rt.dying)
+	rt.dying = rt.dying[:0]
+}
+
+// all ranges over the ids of the rows in the key set (in no particular
+// order); rows may be removed from the key set during the range.
+func (rt *rowTable) all() iter.Seq[rowID] { return rt.keys.all() }
+
+// inOrder ranges over a stage's ids in the order its rows came in.
+func (rt *rowTable) inOrder() iter.Seq[rowID] {
+	return func(yield func(rowID) bool) {
+		for c, chunk := range rt.meta {
+			for i := range chunk {
+				if chunk[i].rec == nil || chunk[i].holder == freedHolder {
+					continue
+				}
+				if !yield(rowID(c<<rowChunkBits + i + 1)) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// holder returns one view source holding id (nil: none).
+func (rt *rowTable) holder(id rowID) *viewSource { return rt.at(id).holder }
+
+// addHolder records that vs holds row id.
+func (rt *rowTable) addHolder(id rowID, vs *viewSource) {
+	m := rt.at(id)
+	if m.holder == nil {
+		m.holder = vs
+		return
+	}
+	if rt.more == nil {
+		rt.more = make(map[rowID][]*viewSource)
+	}
+	more := rt.more[id]
+	if len(more) == cap(more) {
+		// Grown by a quarter, not doubled: a row held by ten views keeps
+		// ten slots, not sixteen.
+		grown := make([]*viewSource, len(more), len(more)+max(2, len(more)/4))
+		copy(grown, more)
+		more = grown
+	}
+	rt.more[id] = append(more, vs)
+}
+
+// dropHolder records that vs no longer holds row id (once: a view source
+// that held it twice, an old and a new result, holds it still).
+func (rt *rowTable) dropHolder(id rowID, vs *viewSource) {
+	m := rt.at(id)
+	var more []*viewSource
+	if len(rt.more) > 0 {
+		more = rt.more[id]
+	}
+	i := len(more) - 1
+	if m.holder != vs {
+		for i >= 0 && more[i] != vs {
+			i--
+		}
+		if i < 0 {
+			return
+		}
+	} else if i < 0 {
+		m.holder = nil
+		return
+	}
+	last := len(more) - 1
+	if m.holder == vs {
+		m.holder = more[last]
+	} else {
+		more[i] = more[last]
+	}
+	more[last] = nil
+	if last == 0 {
+		delete(rt.more, id)
+	} else {
+		rt.more[id] = more[:last]
+	}
+}
+
+// holders returns the view sources holding row id: first (nil: none) and
+// the others.
+func (rt *rowTable) holders(id rowID) (first *viewSource, more []*viewSource) {
+	first = rt.at(id).holder
+	if first != nil && len(rt.more) > 0 {
+		more = rt.more[id]
+	}
+	return first, more
+}
+
+// keySet is a rowTable's ids by their rows' keys: an open-addressing
+// table with linear probing, per slot an id and one tag byte (empty,
+// deleted, or seven bits of the key's hash), the key read from the row's
+// record, so a row costs about 5 bytes over the table's load (7/8 at
+// most). Deletion leaves a tombstone, so ids never move while the set is
+// ranged over and deleting during a range is safe; adding during a range
+// is not (all panics when the set grew). The zero value is an empty set.
+type keySet struct {
+	slots []rowID
+	tags  []uint8
+	n     int // live ids
+	used  int // live ids and tombstones
+}
+
+// get returns the id of key, or 0.
+func (s *keySet) get(rt *rowTable, key string) rowID {
+	if s.n == 0 {
+		return 0
+	}
+	h, tag := hashKey(key)
+	mask := uint64(len(s.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		switch t := s.tags[i]; t {
+		case tagEmpty:
+			return 0
+		case tag:
+			if id := s.slots[i]; recordKey(rt.at(id).rec) == key {
+				return id
+			}
+		}
+	}
+}
+
+// slot returns the slot of key: where its id is (found), else where an
+// id of key goes (the first tombstone or empty slot probed), with the
+// key's tag. The set must have room for one more id (room).
+func (s *keySet) slot(rt *rowTable, key string) (i uint64, tag uint8, found bool) {
+	h, tag := hashKey(key)
+	mask := uint64(len(s.slots) - 1)
+	free := ^uint64(0)
+	for i = h & mask; ; i = (i + 1) & mask {
+		switch t := s.tags[i]; t {
+		case tagEmpty:
+			if free != ^uint64(0) {
+				return free, tag, false
+			}
+			return i, tag, false
+		case tagDeleted:
+			if free == ^uint64(0) {
+				free = i
+			}
+		case tag:
+			if recordKey(rt.at(s.slots[i]).rec) == key {
+				return i, tag, true
+			}
+		}
+	}
+}
+
+// room makes room for one more id.
+func (s *keySet) room(rt *rowTable) {
+	if (s.used+1)*8 > len(s.slots)*7 {
+		s.grow(rt)
+	}
+}
+
+// fill puts id in slot i (from slot, not found) with tag.
+func (s *keySet) fill(i uint64, id rowID, tag uint8) {
+	if s.tags[i] == tagEmpty {
+		s.used++
+	}
+	s.slots[i], s.tags[i] = id, tag
+	s.n++
+}
+
+// put adds id under its row's key, which must not be in the set.
+func (s *keySet) put(rt *rowTable, id rowID) {
+	if (s.used+1)*8 > len(s.slots)*7 {
+		s.grow(rt)
+	}
+	h, tag := hashKey(rt.key(id))
+	mask := uint64(len(s.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		if t := s.tags[i]; t < 0x80 {
+			if t == tagEmpty {
+				s.used++
+			}
+			s.slots[i], s.tags[i] = id, tag
+			s.n++
+			return
+		}
+	}
+}
+
+// remove takes key out of the set and returns its id (0 when absent).
+func (s *keySet) remove(rt *rowTable, key string) rowID {
+	if s.n == 0 {
+		return 0
+	}
+	h, tag := hashKey(key)
+	mask := uint64(len(s.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		switch t := s.tags[i]; t {
+		case tagEmpty:
+			return 0
+		case tag:
+			if id := s.slots[i]; recordKey(rt.at(id).rec) == key {
+				s.slots[i], s.tags[i] = 0, tagDeleted
+				s.n--
+				if s.n == 0 {
+					// Nothing left to probe past: every slot is free again.
+					clear(s.tags)
+					s.used = 0
+				}
+				return id
+			}
+		}
+	}
+}
+
+// reserve sizes an empty set for n ids, so that adding them does not
+// rehash.
+func (s *keySet) reserve(n int) {
+	if s.used > 0 || n == 0 {
+		return
+	}
+	size := 4
+	for (n+1)*8 > size*7 {
+		size *= 2
+	}
+	s.slots, s.tags = make([]rowID, size), make([]uint8, size)
+}
+
+// grow makes room for one more id: the same size without tombstones when
+// they are at least a quarter of the slots, else twice the size.
+func (s *keySet) grow(rt *rowTable) {
+	size := len(s.slots)
+	switch {
+	case size == 0:
+		size = 4
+	case s.used-s.n < size/4:
+		size *= 2
+	}
+	for (s.n+1)*8 > size*7 {
+		size *= 2
+	}
+	old, oldTags := s.slots, s.tags
+	s.slots, s.tags, s.used = make([]rowID, size), make([]uint8, size), 0
+	mask := uint64(size - 1)
+	for j, id := range old {
+		if oldTags[j] < 0x80 {
+			continue
+		}
+		h, tag := hashKey(rt.key(id))
+		i := h & mask
+		for s.tags[i] != tagEmpty {
+			i = (i + 1) & mask
+		}
+		s.slots[i], s.tags[i] = id, tag
+		s.used++
+	}
+}
+
+// all ranges over the ids in slot order. Ids may be removed during the
+// range; adding one may grow the set, which panics.
+func (s *keySet) all() iter.Seq[rowID] {
+	return func(yield func(rowID) bool) {
+		slots := s.slots
+		for i := range slots {
+			if &s.slots[0] != &slots[0] {
+				panic("engine: keySet grew while ranged over")
+			}
+			if s.tags[i] < 0x80 {
+				continue
+			}
+			if !yield(slots[i]) {
+				return
+			}
+		}
+	}
+}
+
+// idSet is a set of row ids: the rows an unordered single-table view
+// holds (resultSet.members), by the ids of its table's rowTable. Open
+// addressing with linear probing by the id's own hash, 4 bytes a slot
+// (0 empty, idDeleted a tombstone); a view's key is looked up in its
+// table (rowTable.lookup) and its id here. Deleting during a range is
+// safe, adding is not (all panics when the set grew). The zero value is
+// an empty set.
+type idSet struct {
+	slots []rowID
+	n     int // live ids
+	used  int // live ids and tombstones
+}
+
+// idDeleted marks a slot whose id was removed.
+const idDeleted = ^rowID(0)
+
+// idHash spreads an id over the slots (Fibonacci hashing: the high bits
+// of the product).
+func idHash(id rowID, mask uint64) uint64 {
+	return (uint64(id) * 0x9E3779B97F4A7C15 >> 32) & mask
+}
+
+// len returns the number of ids.
+func (s *idSet) len() int {
+	if s == nil {
+		return 0
+	}
+	return s.n
+}
+
+// has reports whether id is in the set.
+func (s *idSet) has(id rowID) bool {
+	if s == nil || s.n == 0 || id == 0 {
+		return false
+	}
+	mask := uint64(len(s.slots) - 1)
+	for i := idHash(id, mask); ; i = (i + 1) & mask {
+		switch s.slots[i] {
+		case 0:
+			return false
+		case id:
+			return true
+		}
+	}
+}
+
+// add adds id; it reports false when id was in the set already.
+func (s *idSet) add(id rowID) bool {
+	if s.has(id) {
+		return false
+	}
+	if (s.used+1)*8 > len(s.slots)*7 {
+		s.grow()
+	}
+	mask := uint64(len(s.slots) - 1)
+	for i := idHash(id, mask); ; i = (i + 1) & mask {
+		if t := s.slots[i]; t == 0 || t == idDeleted {
+			if t == 0 {
+				s.used++
+			}
+			s.slots[i] = id
+			s.n++
+			return true
+		}
+	}
+}
+
+// remove takes id out of the set; it reports whether id was there.
+func (s *idSet) remove(id rowID) bool {
+	if s == nil || s.n == 0 || id == 0 {
+		return false
+	}
+	mask := uint64(len(s.slots) - 1)
+	for i := idHash(id, mask); ; i = (i + 1) & mask {
+		switch s.slots[i] {
+		case 0:
+			return false
+		case id:
+			s.slots[i] = idDeleted
+			s.n--
+			if s.n == 0 {
+				clear(s.slots)
+				s.used = 0
+			}
+			return true
+		}
+	}
+}
+
+// reserve sizes an empty set for n ids.
+func (s *idSet) reserve(n int) {
+	if s.used > 0 || n == 0 {
+		return
+	}
+	size := 4
+	for (n+1)*8 > size*7 {
+		size *= 2
+	}
+	s.slots = make([]rowID, size)
+}
+
+// grow makes room for one more id, as keySet.grow.
+func (s *idSet) grow() {
+	size := len(s.slots)
+	switch {
+	case size == 0:
+		size = 4
+	case s.used-s.n < size/4:
+		size *= 2
+	}
+	for (s.n+1)*8 > size*7 {
+		size *= 2
+	}
+	old := s.slots
+	s.slots, s.used = make([]rowID, size), 0
+	mask := uint64(size - 1)
+	for _, id := range old {
+		if id == 0 || id == idDeleted {
+			continue
+		}
+		i := idHash(id, mask)
+		for s.slots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		s.slots[i] = id
+		s.used++
+	}
+}
+
+// all ranges over the ids in slot order.
+func (s *idSet) all() iter.Seq[rowID] {
+	return func(yield func(rowID) bool) {
+		if s == nil {
+			return
+		}
+		slots := s.slots
+		for i := range slots {
+			if &s.slots[0] != &slots[0] {
+				panic("engine: idSet grew while ranged over")
+			}
+			if id := slots[i]; id != 0 && id != idDeleted {
+				if !yield(id) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// ids returns the ids in a slice (in no particular order).
+func (s *idSet) ids() []rowID {
+	out := make([]rowID, 0, s.len())
+	for id := range s.all() {
+		out = append(out, id)
+	}
+	return out
+}

@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+// TestRowTable drives a rowTable and a Go map with the same random
+// inserts, updates, holds and drops (some during a range of the key set,
+// as truncate does) and checks after every step that each key's row
+// reads back its last values, that a row leaves the key set when dropped
+// and its id is freed only once no holder is left, and that an id is
+// reused only after recycle.
+func TestRowTable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	holders := []*viewSource{{}, {}, {}}
+	for round := 0; round < 30; round++ {
+		var rt rowTable
+		type row struct {
+			id   rowID
+			val  int64
+			hold []*viewSource
+		}
+		m := make(map[string]*row)
+		detached := make(map[rowID][]*viewSource) // dropped while held
+		freedNow := make(map[rowID]bool)          // freed in this "call"
+		keys := 1 + rng.IntN(3000)
+		check := func(step int) {
+			if rt.len() != len(m) {
+				t.Fatalf("round %d step %d: len = %d, want %d", round, step, rt.len(), len(m))
+			}
+			for k, r := range m {
+				id := rt.lookup(k)
+				if id != r.id || rt.key(id) != k {
+					t.Fatalf("round %d step %d: lookup(%s) = %d, want %d", round, step, k, id, r.id)
+				}
+				if got := rt.vals(id).values()[0]; got != r.val {
+					t.Fatalf("round %d step %d: %s = %v, want %d", round, step, k, got, r.val)
+				}
+			}
+		}
+		for step := 0; step < 1500; step++ {
+			k := strconv.Itoa(rng.IntN(keys))
+			r := m[k]
+			if rng.IntN(100) == 0 {
+				rt.reserve(rng.IntN(3000)) // room for more rows never changes those held
+			}
+			switch op := rng.IntN(12); {
+			case op < 4 && r == nil:
+				v := rng.Int64()
+				id := rt.insert(k, []any{v})
+				if freedNow[id] {
+					t.Fatalf("id %d reused in the call that freed it", id)
+				}
+				m[k] = &row{id: id, val: v}
+			case op < 4:
+				r.val = rng.Int64()
+				rt.setVals(r.id, []any{r.val})
+			case op < 7 && r != nil:
+				vs := holders[rng.IntN(len(holders))]
+				rt.addHolder(r.id, vs)
+				r.hold = append(r.hold, vs)
+			case op < 9 && r != nil && len(r.hold) > 0:
+				i := rng.IntN(len(r.hold))
+				rt.dropHolder(r.id, r.hold[i])
+				r.hold = append(r.hold[:i], r.hold[i+1:]...)
+			case op < 10 && r != nil:
+				rt.drop(r.id)
+				delete(m, k)
+				if len(r.hold) > 0 {
+					detached[r.id] = r.hold
+				} else {
+					freedNow[r.id] = true
+				}
+			case op < 11:
+				// Release every detached row's holders.
+				for id, hs := range detached {
+					for _, vs := range hs {
+						rt.dropHolder(id, vs)
+					}
+					if rt.holder(id) != nil {
+						t.Fatalf("row %d still held after its holders let go", id)
+					}
+					rt.freeID(id)
+					freedNow[id] = true
+				}
+				clear(detached)
+			default:
+				// The next core call: freed ids may be reused, and read
+				// as freed until they are.
+				rt.recycle()
+				for id := range freedNow {
+					func() {
+						defer func() {
+							if recover() == nil {
+								t.Fatalf("reading freed id %d did not panic", id)
+							}
+						}()
+						rt.key(id)
+					}()
+				}
+				clear(freedNow)
+			}
+			for id, hs := range detached {
+				if first, more := rt.holders(id); first == nil || 1+len(more) != len(hs) {
+					t.Fatalf("detached row %d has %d holders, want %d", id, 1+len(more), len(hs))
+				}
+			}
+			check(step)
+		}
+	}
+}
+
+// TestIDSet drives an idSet and a Go map with the same random adds and
+// removals (some during a range).
+func TestIDSet(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for round := 0; round < 30; round++ {
+		var s idSet
+		m := make(map[rowID]bool)
+		ids := 1 + rng.IntN(500)
+		for step := 0; step < 2000; step++ {
+			id := rowID(1 + rng.IntN(ids))
+			switch op := rng.IntN(10); {
+			case op < 5:
+				if got := s.add(id); got == m[id] {
+					t.Fatalf("add(%d) = %v with the id held %v", id, got, m[id])
+				}
+				m[id] = true
+			case op < 9:
+				if got := s.remove(id); got != m[id] {
+					t.Fatalf("remove(%d) = %v, want %v", id, got, m[id])
+				}
+				delete(m, id)
+			default:
+				for x := range s.all() {
+					if !m[x] {
+						t.Fatalf("range produced %d, not in the map", x)
+					}
+					if rng.IntN(3) == 0 {
+						s.remove(x)
+						delete(m, x)
+					}
+				}
+			}
+			if s.len() != len(m) {
+				t.Fatalf("len = %d, want %d", s.len(), len(m))
+			}
+			for x := range m {
+				if !s.has(x) {
+					t.Fatalf("has(%d) = false", x)
+				}
+			}
+			n := 0
+			for range s.all() {
+				n++
+			}
+			if n != len(m) {
+				t.Fatalf("range produced %d ids, want %d", n, len(m))
+			}
+		}
+	}
+}
