@@ -19,8 +19,8 @@ var shapes struct {
 	orders  map[string][]OrderKey
 	texts   map[string]string // PlanKey shapes (Normalized is their prefix)
 	sources map[string]*SourceShape
-	// templates by PlanKey shape: the first plan's of the shape
-	templates map[string]*Template
+	// templates by PlanKey shape, the newest first (shareTemplate)
+	templates map[string][]*Template
 }
 
 const maxShapes = 4096
@@ -128,22 +128,38 @@ func shareSource(s *SourceShape, order []int) *SourceShape {
 	return s
 }
 
-// shareTemplate returns the template of shape already held when it is the
-// same as t but for the plans' values (sameTemplate), else t, held for the
-// shape's later plans when none is yet. Which of two templates of one
-// shape is held changes nothing but memory.
+// shareTemplate returns a template of shape already held when it is the
+// same as t but for the plans' values (sameTemplate), else t, held first
+// among the shape's templates for its later plans. A shape keeps up to
+// maxTemplates: its plans can need more than one (a NULL bind folds its
+// comparison; a plan compiled after a schema change holds the table's new
+// shape), and holding only the first would leave every later plan of a
+// shape whose first plan was such a one with a template of its own.
+// Which of two equal templates is held changes nothing but memory.
 func shareTemplate(shape string, t *Template) *Template {
 	shapes.Lock()
 	defer shapes.Unlock()
-	if x, ok := shapes.templates[shape]; ok {
+	held := shapes.templates[shape]
+	for i, x := range held {
 		if sameTemplate(x, t) {
+			if i > 0 { // the newest first: a shape's plans tend to come alike
+				copy(held[1:i+1], held[:i])
+				held[0] = x
+			}
 			return x
 		}
-		return t
 	}
 	if shapes.templates == nil || len(shapes.templates) >= maxShapes {
-		shapes.templates = make(map[string]*Template)
+		shapes.templates = make(map[string][]*Template)
 	}
-	shapes.templates[shape] = t
+	if len(held) < maxTemplates {
+		held = append(held, nil)
+	}
+	copy(held[1:], held)
+	held[0] = t
+	shapes.templates[shape] = held
 	return t
 }
+
+// maxTemplates bounds the templates held for one shape.
+const maxTemplates = 4

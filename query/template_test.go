@@ -85,3 +85,56 @@ func TestTemplateSharing(t *testing.T) {
 		t.Errorf("age = 7 and name <> '7' on (7, 8): %v, want true", got)
 	}
 }
+
+// A shape whose first plan holds a template the later ones cannot share
+// (a NULL bind folds its comparison; a schema change gives the table a new
+// shape) still shares one template among the later plans: the template
+// held for the shape is not only the first plan's.
+func TestTemplateSharingAfterAnOddFirst(t *testing.T) {
+	cat := snapshotCatalog(t)
+	compile := func(cat memCatalog, sql string, binds ...Bind) *Plan {
+		t.Helper()
+		opts := DefaultOptions()
+		opts.Catalog = cat
+		p, r, err := Compile(context.Background(), sql, binds, opts)
+		if err != nil || r != nil {
+			t.Fatalf("compile %s: %v %v", sql, err, r)
+		}
+		return p
+	}
+	int4 := func(i int) Bind { return Bind{OID: change.OIDInt4, Data: []byte(strconv.Itoa(i))} }
+	shared := func(what string, plans []*Plan) {
+		t.Helper()
+		for i, p := range plans[1:] {
+			if p.Template != plans[0].Template {
+				t.Errorf("%s: plan %d has a template of its own", what, i+1)
+			}
+		}
+	}
+
+	const sql = "SELECT id FROM users WHERE age = $1 AND id > 100"
+	if null := compile(cat, sql, Bind{OID: change.OIDInt4}); null.Template == nil {
+		t.Fatal("no template")
+	}
+	var plans []*Plan
+	for i := range 4 {
+		plans = append(plans, compile(cat, sql, int4(i)))
+	}
+	shared("after a NULL bind", plans)
+
+	// The same tables read again (a catalog refresh after DDL): each
+	// *Table is new, so are the plans' source shapes.
+	fresh := memCatalog{}
+	for k, tb := range cat {
+		c := *tb
+		fresh[k] = &c
+	}
+	plans = plans[:0]
+	for i := range 4 {
+		plans = append(plans, compile(fresh, sql, int4(i)))
+	}
+	shared("after a catalog refresh", plans)
+	if plans[0].Template == compile(cat, sql, int4(9)).Template {
+		t.Errorf("plans of two catalogs share a template")
+	}
+}
