@@ -59,7 +59,7 @@ func TestCoreLeavesRenderToRuntime(t *testing.T) {
 			t.Fatalf("compile %q: %v", sql, r)
 		}
 		broken, tmpl := *plan, *plan.Template
-		tmpl.Normalized = "this is not SQL"
+		tmpl.Text = "this is not SQL"
 		broken.Template = &tmpl
 		c := NewCore(CoreOptions{})
 		c.Subscribe(1, &broken, ModeRows)

@@ -94,6 +94,9 @@
 // # Views
 //
 // Subscriptions whose plans have the same query.Plan.Key share one view.
+// Views of one shape (other binds, other literals in the where) share
+// their plans' query.Template and each holds its plan's values, which the
+// route registers it by (query.Plan.Constraints).
 // A view holds the rows of its result (a window holds
 // OFFSET+LIMIT+WindowMargin rows, a join every row of each source that
 // satisfies that source's own constraints). Rows are stored once per

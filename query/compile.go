@@ -501,6 +501,7 @@ func (c *compiler) finish(p *Plan) error {
 	for i, s := range c.sources {
 		s.SourceShape = shareSource(s.SourceShape, orders[i])
 	}
+	lits, kinds := c.lift(p)
 	normalized, err := cgoCall(c.ctx, len(c.sql), func() (string, error) { return pg.Deparse(c.tree) })
 	if err := c.ctxErr(); err != nil {
 		return err
@@ -513,8 +514,9 @@ func (c *compiler) finish(p *Plan) error {
 	// The shape: the statement, then the tables by OID and shape as
 	// compiled: a table dropped and made again under the same name, or
 	// whose columns changed, is another query (a view of the old one must
-	// not serve it). Plans of one shape share its interned text; what a
-	// plan holds alone is its binds' encoding.
+	// not serve it), then the kinds of the lifted literals. Plans of one
+	// shape share its interned text; what a plan holds alone is its
+	// literals' texts and its binds' encoding.
 	kb := []byte(normalized)
 	for _, s := range c.sources {
 		kb = append(kb, 0)
@@ -532,11 +534,19 @@ func (c *compiler) finish(p *Plan) error {
 			kb = strconv.AppendInt(kb, int64(col.AttNum), 10)
 		}
 	}
+	if len(lits) > 0 {
+		kb = append(kb, 0, 'L')
+		kb = append(kb, kinds...)
+	}
 	shape := string(kb)
-	if len(c.params) > 0 {
-		shape = shareText(shape) // the same for every bind
+	shared := len(c.params) > 0 || len(lits) > 0
+	if shared {
+		shape = shareText(shape) // the same for every bind and literal
 	}
 	kb = kb[:0]
+	for _, a := range lits {
+		kb = appendLiteral(kb, a)
+	}
 	for i, v := range c.params {
 		kb = append(kb, 0)
 		kb = strconv.AppendUint(kb, uint64(c.paramOIDs[i]), 10)
@@ -544,10 +554,10 @@ func (c *compiler) finish(p *Plan) error {
 		kb = AppendKey(kb, c.paramOIDs[i], v)
 	}
 	p.Key = PlanKey{shape: shape, binds: string(kb)}
-	// Normalized shares the shape's bytes (the shape begins with it).
-	p.Normalized = shape[:len(normalized)]
+	// Text shares the shape's bytes (the shape begins with it).
+	p.Text, p.lits = shape[:len(normalized)], string(kinds)
 	c.slots(p)
-	if len(c.params) > 0 {
+	if shared {
 		p.Template = shareTemplate(shape, p.Template)
 	}
 	return nil

@@ -51,16 +51,16 @@
 // Render produces SQL the engine runs against PostgreSQL: the query itself,
 // or the query selecting every needed column with ORDER BY extended by the
 // primary keys and LIMIT widened by a margin, with the binds passed as
-// parameters (Plan.Args). A plan keeps no parse tree: Render parses
-// Plan.Normalized again (the compiled tree as the deparser printed it) and
-// changes that.
+// parameters (Plan.Args). A plan keeps no parse tree: Render parses the
+// template's Text again (the compiled tree as the deparser printed it),
+// puts the plan's lifted literals back (below) and changes that.
 //
 // # Plans of one shape
 //
 // A Plan is a Template and the plan's values. The template is everything
 // that depends only on the query's shape: its sources (each source's
 // SourceShape: table, join, columns, On), filter tree, constraints,
-// output, order, limits and normalized text. The filter's constants
+// output, order, limits and normalized text (Text). The filter's constants
 // (the values its comparisons compare with, whether they came from a bind
 // or from the statement) and the constraints' values are slots of the
 // template that name the plan's values: the decoded binds first
@@ -79,13 +79,31 @@
 // route by) has a template of its own. Expressions, IN lists, LIKE
 // patterns, groupings and clock bounds keep their constants in the
 // template, so plans holding them share a template only with plans of
-// the same constants. Templates are shared among plans with binds (a
-// plan without one is its shape's only plan). Sharing changes nothing but
-// memory: a subscription of distinct binds holds a Plan of about 100 bytes
-// and its values. Within a template, plans of one shape share more: the
-// output and order slices are shared by content across templates, and a
-// source's columns, when they are its table's leading ones, are the
-// catalog's own slice.
+// the same constants.
+//
+// A where's literal constants are lifted out of the shape where they are
+// direct operands of a comparison (=, <>, <, <=, >, >=, IS [NOT] DISTINCT
+// FROM, [NOT] BETWEEN; a cast of one too): `k = 5` and `k = 6` have one
+// shape, the template's Text `... WHERE k = $1` (a parameter numbered
+// after the binds), and the plan's key holds the literal as written. The
+// statement is still compiled with every literal in place, so each is
+// typed as PostgreSQL types it for that statement (an int4 literal
+// against an int8 column, a string literal of unknown type read as the
+// column's, a numeric literal against a float8 column) and folded as for
+// that statement alone; lifting touches only the shape's text and the
+// key, and sameTemplate decides sharing as for binds. Literals elsewhere
+// (LIMIT and OFFSET, function arguments, inside arithmetic, IN lists,
+// LIKE patterns, the select list, ORDER BY; every literal of a grouped
+// query or of one with a clock condition) stay in the text. Normalized and Render put the literals back in the tree before the
+// deparser prints it, so PostgreSQL reads the statement's own text.
+//
+// Templates are kept for plans with binds or lifted literals (by shape,
+// the first of each; query/shape.go). Sharing changes nothing but memory:
+// a subscription of distinct binds holds a Plan of about 100 bytes and its
+// values. Within a template, plans of one shape share more: the output and
+// order slices are shared by content across templates, and a source's
+// columns, when they are its table's leading ones, are the catalog's own
+// slice.
 //
 // # Semantics
 //

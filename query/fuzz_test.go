@@ -257,12 +257,15 @@ func FuzzCompile(f *testing.F) {
 		}
 		_ = p.Project(full)
 		_ = p.Compare(full, row)
-		p2, r2, err := Compile(context.Background(), p.Normalized, nil, opts)
+		p2, r2, err := Compile(context.Background(), p.Normalized(), nil, opts)
 		if err != nil || r2 != nil {
-			t.Fatalf("normalized %q of %q does not compile: %v %+v", p.Normalized, sql, err, r2)
+			t.Fatalf("normalized %q of %q does not compile: %v %+v", p.Normalized(), sql, err, r2)
 		}
-		if p2.Normalized != p.Normalized {
-			t.Fatalf("normalizing twice changes %q: %q then %q", sql, p.Normalized, p2.Normalized)
+		if p2.Normalized() != p.Normalized() {
+			t.Fatalf("normalizing twice changes %q: %q then %q", sql, p.Normalized(), p2.Normalized())
+		}
+		if p2.Key != p.Key {
+			t.Fatalf("the normalized %q of %q has another key: %q, %q", p.Normalized(), sql, p2.Key, p.Key)
 		}
 	})
 }

@@ -89,7 +89,7 @@ func fmtValue(v any) string {
 
 func describePlan(p *Plan) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "normalized: %s\n", p.Normalized)
+	fmt.Fprintf(&b, "normalized: %s\n", p.Normalized())
 	for i, v := range p.Params() {
 		fmt.Fprintf(&b, "param $%d: %s %s\n", i+1, typeName(p.ParamOIDs[i]), fmtValue(v))
 	}

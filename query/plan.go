@@ -135,10 +135,15 @@ type Plan struct {
 // the filter compares with) share one. It is never written to once
 // compiled.
 type Template struct {
-	// Normalized is the statement as PostgreSQL's deparser prints it, with
-	// table names schema-qualified: the same query written differently
-	// (spacing, case of keywords, quoting) normalizes the same.
-	Normalized string
+	// Text is the statement as PostgreSQL's deparser prints it (see
+	// Plan.Normalized) with each of the where's lifted literals replaced
+	// by a parameter numbered after the binds ($n+1, ...):
+	// query/template.go.
+	Text string
+	// lits are the kinds of the lifted literals, one byte each ('i', 'f',
+	// 's', 'b'), in their parameters' order; the plan's key holds their
+	// texts.
+	lits string
 
 	// ParamOIDs are the binds' types: each as given, or as Compile
 	// resolved it when the given OID was 0.

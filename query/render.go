@@ -1,7 +1,6 @@
 package query
 
 import (
-	"fmt"
 	"strconv"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -26,19 +25,14 @@ func colNode(alias, name string) *pg.Node {
 // query's rows (see RenderOptions), with $n parameters to pass with Args.
 //
 // A plan does not keep its parse tree (it was about half of a plan's
-// memory): Render parses Normalized again, which is the compiled tree as
-// the deparser printed it and parses back to the same statement, and
-// changes that tree. Render runs once per read of PostgreSQL, so the parse
-// costs little next to the read; it grows with the statement's size, so
-// the engine calls it on the goroutine that runs the read, never on the
-// one that owns its core.
+// memory): Render parses the template's Text again, which is the compiled
+// tree as the deparser printed it and parses back to the same statement,
+// puts the plan's lifted literals back in it and changes that tree. Render
+// runs once per read of PostgreSQL, so the parse costs little next to the
+// read; it grows with the statement's size, so the engine calls it on the
+// goroutine that runs the read, never on the one that owns its core.
 func (p *Plan) Render(o RenderOptions) string {
-	tree, err := pg.Parse(p.Normalized)
-	if err != nil || len(tree.Stmts) != 1 || tree.Stmts[0].Stmt.GetSelectStmt() == nil {
-		// Normalized is the deparser's own output of a single SELECT; a
-		// failure to read it back is a bug.
-		panic(fmt.Sprintf("query: parse normalized %q: %v", p.Normalized, err))
-	}
+	tree := p.parseText()
 	sel := tree.Stmts[0].Stmt.GetSelectStmt()
 	if (o.At != nil || o.Hold) && len(p.Clock) > 0 && sel.WhereClause != nil {
 		sel.WhereClause = renderClock(sel.WhereClause, o.At, o.Hold)

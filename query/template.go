@@ -1,5 +1,14 @@
 package query
 
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
 // A compiled plan is a Template shared by the plans of its shape and the
 // plan's own values (Plan.vals): Compile builds the whole plan with its
 // values in place, derives its constraints from them, then moves every
@@ -201,7 +210,7 @@ func sameTemplate(a, b *Template) bool {
 	if !a.slotted || !b.slotted {
 		return false
 	}
-	if a.Normalized != b.Normalized || a.Limit != b.Limit || a.Offset != b.Offset || a.Count != b.Count ||
+	if a.Text != b.Text || a.lits != b.lits || a.Limit != b.Limit || a.Offset != b.Offset || a.Count != b.Count ||
 		a.raises != b.raises || a.Agg != b.Agg ||
 		len(a.Clock) != len(b.Clock) || len(a.Clock) > 0 && &a.Clock[0] != &b.Clock[0] ||
 		!equalSlices(a.ParamOIDs, b.ParamOIDs) || !equalSlices(a.Output, b.Output) || !equalSlices(a.Order, b.Order) ||
@@ -276,4 +285,208 @@ func sameConstraints(a, b []Constraint) bool {
 		}
 	}
 	return true
+}
+
+// A where's literal constants are slots too. Compile compiles the
+// statement as written, every literal in place (so each is typed and
+// folded as PostgreSQL would for that statement alone), then, for the
+// normalized text and the key only, lifts the literals that are direct
+// operands of a comparison in WHERE (=, <>, <, <=, >, >=, IS [NOT]
+// DISTINCT FROM, [NOT] BETWEEN, each maybe cast) out of the statement:
+// the template's Text holds a parameter numbered after the binds in each
+// one's place, and the plan's key holds each literal as written (its kind
+// in the key's shape, its text in its binds part). Two statements that
+// differ only in those literals thus have one shape; their plans share a
+// template when sameTemplate finds them the same but for their values, as
+// plans of distinct binds do. Normalized and Render put each literal back
+// in the tree in its parameter's place before the deparser prints it, so
+// the text PostgreSQL reads is the statement's own.
+
+// liftLiterals is off in tests that compare plans with their literals in
+// place against lifted ones.
+var liftLiterals = true
+
+// lift replaces the liftable literals of WHERE in the parse tree by
+// parameters numbered after the binds and returns them in order, with
+// their kinds (one byte each: 'i', 'f', 's', 'b').
+func (c *compiler) lift(p *Plan) (lits []*pg.A_Const, kinds []byte) {
+	if !liftLiterals || c.sel.WhereClause == nil || p.Agg != nil || len(p.Clock) > 0 {
+		return nil, nil
+	}
+	var at []*pg.Node
+	var walk func(n *pg.Node, d int)
+	operand := func(n *pg.Node) {
+		if n == nil {
+			return
+		}
+		if tc := n.GetTypeCast(); tc != nil {
+			n = tc.Arg
+		}
+		if a := n.GetAConst(); a != nil && !a.Isnull {
+			switch a.Val.(type) {
+			case *pg.A_Const_Ival, *pg.A_Const_Fval, *pg.A_Const_Sval, *pg.A_Const_Boolval:
+				at = append(at, n)
+			}
+		}
+	}
+	walk = func(n *pg.Node, d int) {
+		if n == nil || int64(d) > nestingCeiling {
+			return
+		}
+		switch x := n.Node.(type) {
+		case *pg.Node_BoolExpr:
+			for _, a := range x.BoolExpr.Args {
+				walk(a, d+1)
+			}
+		case *pg.Node_BooleanTest:
+			walk(x.BooleanTest.Arg, d+1)
+		case *pg.Node_AExpr:
+			a := x.AExpr
+			switch a.Kind {
+			case pg.A_Expr_Kind_AEXPR_OP:
+				if _, ok := cmpOps[opName(a.Name)]; !ok {
+					return
+				}
+			case pg.A_Expr_Kind_AEXPR_DISTINCT, pg.A_Expr_Kind_AEXPR_NOT_DISTINCT:
+			case pg.A_Expr_Kind_AEXPR_BETWEEN, pg.A_Expr_Kind_AEXPR_NOT_BETWEEN:
+				operand(a.Lexpr)
+				if l := a.Rexpr.GetList(); l != nil {
+					for _, it := range l.Items {
+						operand(it)
+					}
+				}
+				return
+			default:
+				return
+			}
+			operand(a.Lexpr)
+			operand(a.Rexpr)
+		}
+	}
+	walk(c.sel.WhereClause, 0)
+	for i, n := range at {
+		a := n.GetAConst()
+		lits = append(lits, a)
+		switch a.Val.(type) {
+		case *pg.A_Const_Ival:
+			kinds = append(kinds, 'i')
+		case *pg.A_Const_Fval:
+			kinds = append(kinds, 'f')
+		case *pg.A_Const_Sval:
+			kinds = append(kinds, 's')
+		default:
+			kinds = append(kinds, 'b')
+		}
+		n.Node = &pg.Node_ParamRef{ParamRef: &pg.ParamRef{Number: int32(len(c.binds) + i + 1), Location: a.Location}}
+	}
+	return lits, kinds
+}
+
+// appendLiteral appends a lifted literal to a key: its text's length, then
+// its text (an integer's or a number's digits as written, a string's
+// value, t or f).
+func appendLiteral(b []byte, a *pg.A_Const) []byte {
+	var s string
+	switch v := a.Val.(type) {
+	case *pg.A_Const_Ival:
+		s = strconv.FormatInt(int64(v.Ival.Ival), 10)
+	case *pg.A_Const_Fval:
+		s = v.Fval.Fval
+	case *pg.A_Const_Sval:
+		s = v.Sval.Sval
+	case *pg.A_Const_Boolval:
+		s = "f"
+		if v.Boolval.Boolval {
+			s = "t"
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// literals returns the plan's lifted literals, read from its key.
+func (p *Plan) literals() []*pg.A_Const {
+	out := make([]*pg.A_Const, len(p.lits))
+	b := p.Key.binds
+	for i, kind := range []byte(p.lits) {
+		n, w := binary.Uvarint([]byte(b[:min(len(b), binary.MaxVarintLen64)]))
+		s := b[w : w+int(n)]
+		b = b[w+int(n):]
+		a := &pg.A_Const{Location: -1}
+		switch kind {
+		case 'i':
+			v, _ := strconv.ParseInt(s, 10, 32)
+			a.Val = &pg.A_Const_Ival{Ival: &pg.Integer{Ival: int32(v)}}
+		case 'f':
+			a.Val = &pg.A_Const_Fval{Fval: &pg.Float{Fval: s}}
+		case 's':
+			a.Val = &pg.A_Const_Sval{Sval: &pg.String{Sval: s}}
+		default:
+			a.Val = &pg.A_Const_Boolval{Boolval: &pg.Boolean{Boolval: s == "t"}}
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// restore puts the plan's lifted literals back in a parse of its Text, in
+// their parameters' places.
+func (p *Plan) restore(tree *pg.ParseResult) {
+	if len(p.lits) == 0 {
+		return
+	}
+	lits := p.literals()
+	nb := int32(len(p.ParamOIDs))
+	var visit func(m protoreflect.Message)
+	visit = func(m protoreflect.Message) {
+		if n, ok := m.Interface().(*pg.Node); ok {
+			if pr := n.GetParamRef(); pr != nil && pr.Number > nb && int(pr.Number-nb) <= len(lits) {
+				n.Node = &pg.Node_AConst{AConst: lits[pr.Number-nb-1]}
+				return
+			}
+		}
+		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			switch {
+			case fd.Message() == nil || fd.IsMap():
+			case fd.IsList():
+				l := v.List()
+				for i := 0; i < l.Len(); i++ {
+					visit(l.Get(i).Message())
+				}
+			default:
+				visit(v.Message())
+			}
+			return true
+		})
+	}
+	visit(tree.ProtoReflect())
+}
+
+// Normalized is the statement as PostgreSQL's deparser prints it, with
+// table names schema-qualified: the same query written differently
+// (spacing, case of keywords, quoting) normalizes the same. It is the
+// template's Text with the plan's lifted literals back in place (parsed
+// and printed again: meant for messages and tests, not for every read).
+func (p *Plan) Normalized() string {
+	if len(p.lits) == 0 {
+		return p.Text
+	}
+	tree := p.parseText()
+	s, err := pg.Deparse(tree)
+	if err != nil {
+		panic(fmt.Sprintf("query: deparse normalized %q: %v", p.Text, err))
+	}
+	return s
+}
+
+// parseText parses the template's Text and puts the plan's literals back.
+func (p *Plan) parseText() *pg.ParseResult {
+	tree, err := pg.Parse(p.Text)
+	if err != nil || len(tree.Stmts) != 1 || tree.Stmts[0].Stmt.GetSelectStmt() == nil {
+		// Text is the deparser's own output of a single SELECT; a failure
+		// to read it back is a bug.
+		panic(fmt.Sprintf("query: parse normalized %q: %v", p.Text, err))
+	}
+	p.restore(tree)
+	return tree
 }

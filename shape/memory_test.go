@@ -226,7 +226,7 @@ func measureShapes(t *testing.T, n int, rows bool, profile string) memFigures {
 func TestShapeMemory(t *testing.T) {
 	const (
 		maxShapeBytes = 680
-		maxTotalBytes = 2120
+		maxTotalBytes = 1520
 		aim           = 1024
 	)
 	n := 500
