@@ -209,7 +209,7 @@ func (s *state) rowChange(tb *table, ch *change.Change) {
 	} else if ch.Op != change.OpDelete {
 		// The new row's key is unknown: every view of the table must
 		// re-read.
-		for vs := range tb.srcs {
+		for vs := range tb.srcs.all() {
 			if vs.v.status == viewLive {
 				s.refresh = append(s.refresh, vs.v)
 			}
@@ -286,7 +286,7 @@ func (s *state) truncate(tb *table) {
 			changed.after, changed.from = nil, ""
 		}
 	}
-	for vs := range tb.srcs {
+	for vs := range tb.srcs.all() {
 		v := vs.v
 		if v.status != viewLive && v.status != viewRefilling {
 			continue

@@ -548,7 +548,7 @@ func (h *harness) verify() {
 		if m.gone || !m.accepted || m.mode == ModeTouch {
 			continue
 		}
-		sb := h.core.st.subs[id]
+		sb := h.core.st.subs.get(id)
 		if sb == nil || sb.v.status != viewLive {
 			continue
 		}

@@ -709,14 +709,14 @@ func (s *state) askJoinReads(v *view) {
 	// Reads of an earlier round (a landing whose replay failed asks
 	// again) must not land later: only the round asked here does.
 	for _, r := range js.reads {
-		delete(s.reads, r.id)
+		s.reads.remove(r.id)
 	}
 	js.reads = js.reads[:0]
 	for i, vs := range v.srcs {
 		sql, args, oids := s.sourceSQL(vs)
 		s.nextReadID++
 		r := &read{id: s.nextReadID, v: v, src: i, logStart: s.txnLogBase + len(s.txnLog)}
-		s.reads[r.id] = r
+		s.reads.put(r)
 		js.reads = append(js.reads, r)
 		formats := make([]int16, len(args))
 		s.out.Reads = append(s.out.Reads, ReadRequest{
@@ -843,7 +843,7 @@ func (s *state) landJoin(v *view) {
 	// of this one left pending would later find js.reads empty (every
 	// read "ready") and land a round that does not exist.
 	for _, r := range reads {
-		delete(s.reads, r.id)
+		s.reads.remove(r.id)
 	}
 	readRows := make([]map[string][]any, len(v.srcs))
 	for i, vs := range v.srcs {

@@ -39,7 +39,7 @@ func TestJoinLandingAskedAgain(t *testing.T) {
 	}
 	h.answerAll()
 	h.verify()
-	if n := len(h.core.st.reads); n != 0 {
+	if n := h.core.st.reads.len(); n != 0 {
 		t.Errorf("%d reads still pending after the view landed, want 0", n)
 	}
 	h.note("later changes still reach the view")

@@ -9,12 +9,12 @@ import (
 
 // readDone records a read's result and lands it when it can.
 func (s *state) readDone(id ReadID, res ReadResult) {
-	r := s.reads[id]
+	r := s.reads.get(id)
 	if r == nil {
 		return
 	}
 	if f := res.Failed; f != nil {
-		delete(s.reads, id)
+		s.reads.remove(id)
 		s.endView(r.v, f.Code, f.Reason, f.Retryable)
 		s.trimLog()
 		return
@@ -38,7 +38,7 @@ func (s *state) land() {
 	// keeps landing n reads of n subscriptions linear.
 	var ids, rest []ReadID
 	for _, id := range s.doneReads {
-		r := s.reads[id]
+		r := s.reads.get(id)
 		switch {
 		case r == nil:
 		case s.pos >= r.snap.LSN && s.clockReady(r):
@@ -49,17 +49,17 @@ func (s *state) land() {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		r := s.reads[id]
+		r := s.reads.get(id)
 		if r == nil {
 			continue
 		}
 		if r.v.status == viewDead {
-			delete(s.reads, id)
+			s.reads.remove(id)
 			continue
 		}
 		if r.v.isJoin() {
 			if !slices.Contains(r.v.js.reads, r) {
-				delete(s.reads, id) // a read of a round asked again since
+				s.reads.remove(id) // a read of a round asked again since
 				continue
 			}
 			if s.joinReadsReady(r.v) {
@@ -69,7 +69,7 @@ func (s *state) land() {
 			}
 			continue
 		}
-		delete(s.reads, id)
+		s.reads.remove(id)
 		s.landRead(r)
 	}
 	s.doneReads = rest
@@ -78,7 +78,7 @@ func (s *state) land() {
 
 // trimLog drops logged transactions no pending read needs.
 func (s *state) trimLog() {
-	if len(s.reads) == 0 {
+	if s.reads.len() == 0 {
 		s.txnLogBase += len(s.txnLog)
 		s.txnLog = nil
 		return
@@ -87,7 +87,7 @@ func (s *state) trimLog() {
 		return // nothing to trim: no need to look at every pending read
 	}
 	first := s.txnLogBase + len(s.txnLog)
-	for _, r := range s.reads {
+	for r := range s.reads.all() {
 		first = min(first, r.logStart)
 	}
 	if n := first - s.txnLogBase; n > 0 {

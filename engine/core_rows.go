@@ -41,9 +41,9 @@ type table struct {
 	name   string
 	cols   []layoutCol
 	byName map[string]int
-	key    []int                    // layout positions of the primary key, in key order
-	rows   rowTable                 // the held rows, by id and by key, with their holders
-	srcs   map[*viewSource]struct{} // every view source reading the table
+	key    []int                           // layout positions of the primary key, in key order
+	rows   rowTable                        // the held rows, by id and by key, with their holders
+	srcs   index[*viewSource, *viewSource] // every view source reading the table
 	route  route
 	// relMaps caches, per relation shape seen in the stream, the layout
 	// position of each of its columns.
@@ -61,7 +61,6 @@ func newTable(t *query.Table) *table {
 		schema:  t.Schema,
 		name:    t.Name,
 		byName:  make(map[string]int),
-		srcs:    make(map[*viewSource]struct{}),
 		relMaps: make(map[*change.Relation][]int),
 	}
 	tb.route.init()

@@ -123,7 +123,7 @@ func (s *state) endBroken(tb *table, rel *change.Relation) bool {
 	var broken []*view
 	var cols []string
 	whys := map[*view]why{}
-	for vs := range tb.srcs {
+	for vs := range tb.srcs.all() {
 		if vs.v.status == viewDead {
 			continue
 		}
@@ -170,7 +170,7 @@ func (s *state) identityLost(tb *table) {
 // order.
 func (tb *table) liveViews() []*view {
 	var views []*view
-	for vs := range tb.srcs {
+	for vs := range tb.srcs.all() {
 		if vs.v.status != viewDead && !slices.Contains(views, vs.v) {
 			views = append(views, vs.v)
 		}

@@ -14,7 +14,7 @@ type state struct {
 	// transaction at or below it is a duplicate.
 	applied change.LSN
 
-	views map[query.PlanKey]*view // by plan.Key
+	views index[query.PlanKey, *view] // by plan.Key
 	// The clock (core_clock.go): the database's now() at clockLSN, the
 	// position of the Clock call that set it; clocked are the views whose
 	// query depends on it.
@@ -22,7 +22,7 @@ type state struct {
 	clockSet bool
 	clockLSN change.LSN
 	clocked  map[*view]struct{}
-	subs     map[SubID]*sub
+	subs     index[SubID, *sub]
 	tables   map[uint32]*table
 	// dyingTables are the tables that freed row ids in the current core
 	// call (recycleRows).
@@ -39,7 +39,7 @@ type state struct {
 	// reads asked for and not landed; txnLog holds, while any is
 	// pending, the committed transactions since the oldest of them was
 	// asked for (a read replays those its snapshot does not contain).
-	reads map[ReadID]*read
+	reads index[ReadID, *read]
 	// doneReads are the reads answered and not landed yet (some may be
 	// gone from reads: they are skipped).
 	doneReads  []ReadID
@@ -127,11 +127,8 @@ type overlayRow struct {
 func newState(opts CoreOptions) *state {
 	s := &state{
 		opts:    opts,
-		views:   make(map[query.PlanKey]*view),
 		clocked: make(map[*view]struct{}),
-		subs:    make(map[SubID]*sub),
 		tables:  make(map[uint32]*table),
-		reads:   make(map[ReadID]*read),
 		overlay: make(map[rowRef]*overlayRow),
 		mem:     newApplyMem(),
 	}
@@ -194,7 +191,7 @@ func (s *state) recycleRows() {
 
 // stats counts the views, subscriptions, held rows and pending reads.
 func (s *state) stats() Stats {
-	st := Stats{Views: len(s.views), Subs: len(s.subs), PendingReads: len(s.reads)}
+	st := Stats{Views: s.views.len(), Subs: s.subs.len(), PendingReads: s.reads.len()}
 	for _, tb := range s.tables {
 		st.HeldRows += tb.rows.len()
 	}
@@ -214,7 +211,7 @@ func cmpU64(a, b uint64) int {
 
 // keepingLog reports whether committed transactions are logged: while a
 // read is pending, it may have to replay them when it lands.
-func (s *state) keepingLog() bool { return len(s.reads) > 0 }
+func (s *state) keepingLog() bool { return s.reads.len() > 0 }
 
 // cmpStr compares two strings for slices.SortFunc.
 func cmpStr(a, b string) int {

@@ -15,7 +15,7 @@ func (s *state) refuse(id SubID, code query.Code, reason string, retryable bool)
 
 // subscribe registers a subscription, creating its view if needed.
 func (s *state) subscribe(id SubID, plan *query.Plan, mode Mode) {
-	if _, ok := s.subs[id]; ok {
+	if s.subs.get(id) != nil {
 		s.refuse(id, CodeInternal, fmt.Sprintf("subscription %d already exists", id), false)
 		return
 	}
@@ -23,7 +23,7 @@ func (s *state) subscribe(id SubID, plan *query.Plan, mode Mode) {
 		s.refuse(id, CodeInternal, "no plan", false)
 		return
 	}
-	v := s.views[plan.Key]
+	v := s.views.get(plan.Key)
 	if v == nil {
 		var reason string
 		if v, reason = s.newView(plan); v == nil {
@@ -32,7 +32,7 @@ func (s *state) subscribe(id SubID, plan *query.Plan, mode Mode) {
 		}
 	}
 	sb := &sub{id: id, mode: mode, v: v}
-	s.subs[id] = sb
+	s.subs.put(sb)
 	v.subs = append(v.subs, sb)
 	if v.status == viewLive {
 		sb.accepted = true
@@ -74,14 +74,14 @@ func (s *state) newView(plan *query.Plan) (*view, string) {
 		if v.isJoin() {
 			vs.j = &joinSource{rows: make(map[string]rowID), byJoin: make(map[string]map[string]rowID), nulls: make(map[string]bool)}
 		}
-		tb.srcs[vs] = struct{}{}
+		tb.srcs.put(vs)
 		tb.route.add(vs)
 		v.srcs = append(v.srcs, vs)
 	}
 	if v.isJoin() {
 		s.initJoin(v)
 	}
-	s.views[plan.Key] = v
+	s.views.put(v)
 	v.status = viewHydrating
 	s.askRead(v)
 	return v, ""
@@ -124,7 +124,7 @@ func (s *state) askRead(v *view) {
 	}
 	s.nextReadID++
 	r := &read{id: s.nextReadID, v: v, src: -1, logStart: s.txnLogBase + len(s.txnLog), want: want}
-	s.reads[r.id] = r
+	s.reads.put(r)
 	v.read = r
 	s.out.Reads = append(s.out.Reads, ReadRequest{
 		ID: r.id, Plan: plan, Sources: allSources(len(plan.Sources)),
@@ -148,11 +148,10 @@ func allSources(n int) []int {
 
 // unsubscribe removes a subscription; its view dies with its last one.
 func (s *state) unsubscribe(id SubID) {
-	sb := s.subs[id]
+	sb := s.subs.remove(id)
 	if sb == nil {
 		return
 	}
-	delete(s.subs, id)
 	v := sb.v
 	v.subs = slices.DeleteFunc(v.subs, func(x *sub) bool { return x == sb })
 	if len(v.subs) == 0 {
@@ -168,7 +167,7 @@ func (s *state) endView(v *view, code query.Code, reason string, retryable bool)
 			kind = OutputRefused
 		}
 		s.out.Outputs = append(s.out.Outputs, Output{Sub: sb.id, Kind: kind, LSN: s.pos, Code: code, Reason: reason, Retryable: retryable})
-		delete(s.subs, sb.id)
+		s.subs.remove(sb.id)
 	}
 	v.subs = nil
 	s.killView(v)
@@ -180,16 +179,16 @@ func (s *state) killView(v *view) {
 		return
 	}
 	v.status = viewDead
-	if s.views[v.plan.Key] == v {
-		delete(s.views, v.plan.Key)
+	if s.views.get(v.plan.Key) == v {
+		s.views.remove(v.plan.Key)
 	}
 	if v.read != nil {
-		delete(s.reads, v.read.id)
+		s.reads.remove(v.read.id)
 		v.read = nil
 	}
-	for _, r := range s.reads {
+	for r := range s.reads.all() {
 		if r.v == v {
-			delete(s.reads, r.id)
+			s.reads.remove(r.id)
 		}
 	}
 	if !s.soleReader(v) {
@@ -207,7 +206,7 @@ func (s *state) killView(v *view) {
 	for _, vs := range v.srcs {
 		tb := vs.t
 		tb.route.remove(vs)
-		delete(tb.srcs, vs)
+		tb.srcs.remove(vs)
 		for _, slot := range vs.col {
 			tb.cols[slot].need--
 		}
@@ -217,7 +216,7 @@ func (s *state) killView(v *view) {
 			}
 			vs.j.rows, vs.j.byJoin, vs.j.nulls = nil, nil, nil
 		}
-		if len(tb.srcs) == 0 {
+		if tb.srcs.len() == 0 {
 			delete(s.tables, tb.oid)
 		}
 	}
@@ -232,8 +231,7 @@ func (s *state) soleReader(v *view) bool {
 		return false
 	}
 	vs := v.srcs[0]
-	_, ok := vs.t.srcs[vs]
-	return ok && len(vs.t.srcs) == 1
+	return vs.t.srcs.get(vs) == vs && vs.t.srcs.len() == 1
 }
 
 // release drops vs's hold on row id (key k) of tb; a row nothing holds

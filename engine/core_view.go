@@ -999,3 +999,15 @@ func (s *state) emit(v *view, d delta, lsn change.LSN) {
 		s.out.Outputs = append(s.out.Outputs, o)
 	}
 }
+
+// indexKey is a view's key in state.views.
+func (v *view) indexKey() query.PlanKey { return v.plan.Key }
+
+// indexKey is a subscription's key in state.subs.
+func (s *sub) indexKey() SubID { return s.id }
+
+// indexKey is a read's key in state.reads.
+func (r *read) indexKey() ReadID { return r.id }
+
+// indexKey is a view source's key in table.srcs: itself.
+func (vs *viewSource) indexKey() *viewSource { return vs }

@@ -29,6 +29,10 @@
 //   - entry set: an ordered or join view's result, by key: an
 //     open-addressing table of entry pointers (entrySet, core_rowset.go);
 //     an entry names its row by id.
+//   - index: the same kind of table for the core's records by a key each
+//     holds: views by plan key, subscriptions by id, pending reads by id,
+//     a table's view sources (index, core_index.go); about 10-20 bytes a
+//     record where a Go map's slot costs 30-80.
 //   - layout: the columns of a table as the core stores them, the union of
 //     every column any view of it names; columns are only appended
 //     (layoutCol, core_rows.go).
