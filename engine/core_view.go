@@ -24,8 +24,8 @@ const (
 // sub is a subscription.
 type sub struct {
 	id       SubID
-	mode     Mode
 	v        *view
+	mode     Mode // beside accepted: 24 bytes, not 32
 	accepted bool
 }
 
