@@ -40,3 +40,13 @@ func (srv *Server) SetSubsetHook(f func()) {
 	}
 	srv.subsetHook.Store(&f)
 }
+
+// SetFlushHook makes the writer run f before each flush of what the
+// engine sent (nil: none): a test holds changes pending (not durable).
+func (srv *Server) SetFlushHook(f func()) {
+	if f == nil {
+		srv.flushHook.Store(nil)
+		return
+	}
+	srv.flushHook.Store(&f)
+}

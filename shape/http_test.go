@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/freshetdb/freshet/change"
 	"github.com/freshetdb/freshet/shape"
 )
 
@@ -395,6 +396,58 @@ func TestExclusiveSince(t *testing.T) {
 	if r.code != 200 || strings.Contains(r.body, `"operation"`) {
 		t.Errorf("resume at %s_0: %d %s", up, r.code, r.body)
 	}
+}
+
+// global_last_seen_lsn is a sound resume point while changes wait to be
+// made durable: an up-to-date answered then names a position at or
+// before the first of them, so Electric's SSE client, resuming at
+// ${global_last_seen_lsn}_0, is sent them once they are served (the
+// engine's position alone is past them, and resuming there loses them).
+func TestResumePointWithPendingChanges(t *testing.T) {
+	e := newEnv(t, itemsSetup, nil)
+	h, off := e.syncTo(map[string]map[string]any{}, "", "-1", "table", "items")
+	release := make(chan struct{})
+	e.srv.SetFlushHook(func() { <-release })
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	ctx := context.Background()
+	e.exec(`UPDATE items SET title = 'pending' WHERE id = 1`)
+	var after string
+	if err := e.conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	lsn, err := change.ParseLSN(after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() string {
+		if e.eng.Position() < lsn {
+			return "the engine has not applied the update"
+		}
+		return ""
+	})
+	// The change is the shape's, not yet durable: not served, and the
+	// up-to-date names a point before it.
+	r := e.get("table", "items", "offset", off, "handle", h)
+	if r.code != 200 || strings.Contains(r.body, "pending") {
+		t.Fatalf("before the flush: %d %s", r.code, r.body)
+	}
+	ms := r.msgs(t)
+	seen := ms[len(ms)-1]["headers"].(map[string]any)["global_last_seen_lsn"].(string)
+	e.srv.SetFlushHook(nil)
+	close(release)
+	released = true
+	eventually(t, 10*time.Second, func() string {
+		r := e.get("table", "items", "offset", seen+"_0", "handle", h)
+		if r.code != 200 || !strings.Contains(r.body, `"title":"pending"`) {
+			return "resuming at " + seen + "_0 (global_last_seen_lsn) misses the change: " + r.body
+		}
+		return ""
+	})
 }
 
 func TestOutOfBounds(t *testing.T) {

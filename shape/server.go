@@ -39,6 +39,7 @@ type Server struct {
 	bodiesBuilt               atomic.Uint64          // message bodies built (messagesBody), for tests
 	bodyHook                  atomic.Pointer[func()] // tests: run once a message body is had, before it is written
 	subsetHook                atomic.Pointer[func()] // tests: run between a subset's snapshot and its query
+	flushHook                 atomic.Pointer[func()] // tests: run by the writer before it flushes what is pending
 }
 
 // Open starts a shape server: it creates the data directory, loads every
@@ -130,6 +131,9 @@ func (srv *Server) writer() {
 		case <-srv.ctx.Done():
 			return
 		case <-srv.dirtyCh:
+		}
+		if hook := srv.flushHook.Load(); hook != nil {
+			(*hook)()
 		}
 		srv.dirtyMu.Lock()
 		set := srv.dirtySet
