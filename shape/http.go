@@ -382,6 +382,7 @@ func (srv *Server) serveNow(w http.ResponseWriter, r *http.Request, s *Shape, ha
 	h := w.Header()
 	h.Set("electric-handle", handle)
 	h.Set("electric-offset", latest.String())
+	h.Set("etag", `"`+handle+":now:"+latest.String()+":"+strconv.FormatInt(time.Now().UnixNano(), 10)+`"`)
 	h.Set("electric-schema", s.lay.schema)
 	h.Set("electric-up-to-date", "")
 	h.Set("electric-has-data", "false")

@@ -267,6 +267,12 @@ func TestOffsetNow(t *testing.T) {
 	if r.h.Get("electric-offset") != "0_0" || r.h.Get("electric-has-data") != "false" || r.h.Get("electric-schema") == "" {
 		t.Errorf("now headers: %v", r.h)
 	}
+	// Electric's etag of a response with no changes: the request's
+	// offset (now), the response's, and a unique time, so that it never
+	// revalidates.
+	if !regexp.MustCompile(`^"` + regexp.QuoteMeta(r.h.Get("electric-handle")) + `:now:0_0:\d+"$`).MatchString(r.h.Get("etag")) {
+		t.Errorf("now etag %q", r.h.Get("etag"))
+	}
 	if _, ok := r.h["Electric-Up-To-Date"]; !ok {
 		t.Errorf("now: no electric-up-to-date")
 	}
