@@ -148,7 +148,8 @@ func TestServeEndpoints(t *testing.T) {
 	mustExec(t, db.DSN, "CREATE TABLE t (id int PRIMARY KEY, v text)", "INSERT INTO t VALUES (1, '"+rowSecret+"')")
 	t.Setenv("FRESHET_S2S_TOKEN", token)
 	cfg, err := (&Main{Stdout: io.Discard, Stderr: io.Discard}).parseServeFlags([]string{"--dsn", db.DSN,
-		"--listen", "127.0.0.1:0", "--slot", "serve_ep", "--publication", "serve_ep", "--heartbeat", "100ms", "--base-path", "/fr"})
+		"--listen", "127.0.0.1:0", "--slot", "serve_ep", "--publication", "serve_ep", "--heartbeat", "100ms", "--base-path", "/fr",
+		"--shape-data-dir", t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +191,46 @@ func TestServeEndpoints(t *testing.T) {
 			t.Fatalf("/readyz = %d, want 503 then 200", code)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// The shape API on the same listener under the base path: its
+	// secret is the s2s token unless --shape-secret says otherwise, and
+	// DELETE is off unless --shape-allow-deletion.
+	send := func(method, path string, hdr ...string) (int, string) {
+		req, _ := http.NewRequest(method, base+path, nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, c := range []struct {
+		method, path string
+		hdr          []string
+		code         int
+		body         string // a substring of the body
+	}{
+		{"GET", "/v1/health", nil, 200, `{"status":"active"}`},
+		{"GET", "/", nil, 200, ""},
+		{"GET", "/nope", nil, 404, "Not found"},
+		{"GET", "/v1/shape?table=t&offset=-1", nil, 401, `{"message":"Unauthorized - Invalid API secret"}`},
+		{"GET", "/v1//shape?table=t&offset=-1", nil, 401, ""},
+		{"GET", "/v1/shape/?table=t&offset=-1", nil, 401, ""},
+		{"GET", "/v1/shape?table=t&offset=-1&secret=" + token, nil, 200, rowSecret},
+		{"GET", "/v1/shape?table=t&offset=-1", []string{"Authorization", "Bearer " + token}, 200, rowSecret},
+		{"DELETE", "/v1/shape?table=t&secret=" + token, nil, 405, `{"message":"DELETE not allowed"}`},
+	} {
+		code, body := send(c.method, c.path, c.hdr...)
+		if code == 301 && c.code == 401 {
+			continue // the mux's redirect to the clean path, which is checked
+		}
+		if code != c.code || !strings.Contains(body, c.body) {
+			t.Errorf("%s {base}%s: %d %q, want %d with %q", c.method, c.path, code, body, c.code, c.body)
+		}
 	}
 	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer wcancel()
