@@ -151,7 +151,7 @@ func TestValidation400(t *testing.T) {
 		{[]string{"table", "items", "offset", "-1", "where", "1 x 1"}, `{"message":"Invalid request","errors":{"where":["At location 17: syntax error at or near \"x\""]}}`},
 		{[]string{"table", "items", "offset", "-1", "where", "id = $1"}, `{"message":"Invalid request","errors":{"params":["the where clause uses $1 but params[1] is not given"]}}`},
 		{[]string{"table", "items", "offset", "-1", "where", "true LIMIT 1"}, `{"message":"Invalid request","errors":{"where":["a where clause is one boolean expression: ORDER BY, LIMIT, OFFSET, GROUP BY, UNION, FOR UPDATE and the like are not part of it"]}}`},
-		{[]string{"table", "items", "offset", "-1", "where", "true; DROP TABLE items"}, `{"message":"Invalid request","errors":{"where":["a where clause is one expression: it may not end a statement and start another"]}}`},
+		{[]string{"table", "items", "offset", "-1", "where", "true; DROP TABLE items"}, `{"message":"Invalid request","errors":{"where":["unescaped \";\" causing statement split"]}}`},
 		{[]string{"table", "items", "offset", "-1", "replica", "half"}, `{"message":"Invalid request","errors":{"replica":["is invalid"]}}`},
 		{[]string{"table", "items", "offset", "-1", "subset__limit", "5"}, `{"message":"Invalid request","errors":{"subset":{"order_by":["order_by is required when limit or offset is present"]}}}`},
 	}

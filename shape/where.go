@@ -33,7 +33,8 @@ func checkWhere(where string) ([]paramRef, error) {
 		return nil, err
 	}
 	if len(res.Stmts) != 1 {
-		return nil, errors.New("a where clause is one expression: it may not end a statement and start another")
+		// Electric's words (parser.ex, get_where_internal_ast).
+		return nil, errors.New(`unescaped ";" causing statement split`)
 	}
 	sel := res.Stmts[0].Stmt.GetSelectStmt()
 	if sel == nil || sel.Op != pg_query.SetOperation_SETOP_NONE || len(sel.SortClause) > 0 || sel.LimitCount != nil ||
