@@ -585,6 +585,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 	if v.clk != nil {
 		v.trimTimes()
 	}
+	v.members.fit()
 	s.emit(v, d, lsn)
 }
 

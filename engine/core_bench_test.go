@@ -308,13 +308,13 @@ func TestMemoryPerSubscription(t *testing.T) {
 // size (the sum of its values' text forms as the change stream sends
 // them), for narrow rows (about 31 bytes of text) and wide ones (a 250-byte
 // text column), held by one view and by ten views sharing them, and
-// asserts bounds a little above what the layout gives (89, 293, 368 and
-// 571 bytes): a row costs its record (its key and encoding in one
+// asserts bounds a little above what the layout gives (84, 242, 362 and
+// 520 bytes): a row costs its record (its key and encoding in one
 // allocation, rounded up to the heap's size class), its id's meta in the
 // table's rowTable (16 bytes), its key set slot (about 6.5 bytes at this
-// load) and a member slot per view (about 5), a holder slot per view
-// beyond the first, and the apply path's memory kept for the next
-// transaction (about 15 bytes at 50,000 rows).
+// load), a bit in each view's bitmap of its members, a holder slot per
+// view beyond the first, and the apply path's memory kept for the next
+// transaction (about 13 bytes at 50,000 rows).
 func TestMemoryPerRow(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("memory measurement (not under -short or -race)")
@@ -325,10 +325,10 @@ func TestMemoryPerRow(t *testing.T) {
 		views int
 		max   float64 // bytes per row allowed
 	}{
-		{"narrow/1 view", 0, 1, 92},
-		{"narrow/10 views", 0, 10, 296},
-		{"wide/1 view", 250, 1, 372},
-		{"wide/10 views", 250, 10, 575},
+		{"narrow/1 view", 0, 1, 87},
+		{"narrow/10 views", 0, 10, 245},
+		{"wide/1 view", 250, 1, 365},
+		{"wide/10 views", 250, 10, 523},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -355,7 +355,7 @@ func TestMemoryPerRowAfterUpdates(t *testing.T) {
 		name, query string
 		max         float64 // bytes per row allowed after the updates
 	}{
-		{"plain", "SELECT * FROM items WHERE price >= 0", 120},
+		{"plain", "SELECT * FROM items WHERE price >= 0", 112},
 		{"ordered", "SELECT * FROM items WHERE price >= 0 ORDER BY price LIMIT 100000", 505},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"iter"
+	"math/bits"
 	"unsafe"
 )
 
@@ -669,20 +670,33 @@ func (s *keySet) all() iter.Seq[rowID] {
 }
 
 // idSet is a set of row ids: the rows an unordered single-table view
-// holds (resultSet.members), by the ids of its table's rowTable. Open
-// addressing with linear probing by the id's own hash, 4 bytes a slot
-// (0 empty, idDeleted a tombstone); a view's key is looked up in its
-// table (rowTable.lookup) and its id here. Deleting during a range is
-// safe, adding is not (all panics when the set grew). The zero value is
-// an empty set.
+// holds (resultSet.members), by the ids of its table's rowTable; a
+// view's key is looked up in its table (rowTable.lookup) and its id
+// here. While the set holds few of the ids up to its highest it is open
+// addressing with linear probing by the id's own hash, 4 bytes a slot (0
+// empty, idDeleted a tombstone); once it holds at least one in
+// bitmapDensity of them it is a bitmap over the ids (a view holding most
+// of its table pays an eighth of a byte a row, not five), and it goes
+// back when it holds fewer than a quarter of that (on add, or fit: a
+// view's set is fitted when it settles). Removing during a range is safe
+// (a removed id not reached yet is not produced), adding is not (all
+// panics when the set grew or changed form). The zero value is an empty
+// set.
 type idSet struct {
-	slots []rowID
-	n     int // live ids
-	used  int // live ids and tombstones
+	slots []rowID  // open addressing (nil in bitmap form)
+	bits  []uint64 // bitmap form: bit id%64 of bits[id/64]
+	n     int      // ids
+	used  int      // open addressing: ids and tombstones
+	hi    rowID    // open addressing: the highest id added
 }
 
 // idDeleted marks a slot whose id was removed.
 const idDeleted = ^rowID(0)
+
+// bitmapDensity: a set takes the bitmap form once it holds at least one
+// in bitmapDensity of the ids up to its highest (the bitmap then takes at
+// most 4 bytes an id, open addressing 4.6 to 9).
+const bitmapDensity = 32
 
 // idHash spreads an id over the slots (Fibonacci hashing: the high bits
 // of the product).
@@ -703,6 +717,10 @@ func (s *idSet) has(id rowID) bool {
 	if s == nil || s.n == 0 || id == 0 {
 		return false
 	}
+	if s.bits != nil {
+		w := int(id / 64)
+		return w < len(s.bits) && s.bits[w]&(1<<(id%64)) != 0
+	}
 	mask := uint64(len(s.slots) - 1)
 	for i := idHash(id, mask); ; i = (i + 1) & mask {
 		switch s.slots[i] {
@@ -716,12 +734,32 @@ func (s *idSet) has(id rowID) bool {
 
 // add adds id; it reports false when id was in the set already.
 func (s *idSet) add(id rowID) bool {
+	if s.bits != nil && s.sparse() {
+		s.toSlots()
+	}
+	if s.bits != nil {
+		w := int(id / 64)
+		if w >= len(s.bits) {
+			s.bits = append(s.bits, make([]uint64, w+1-len(s.bits))...)
+		}
+		if s.bits[w]&(1<<(id%64)) != 0 {
+			return false
+		}
+		s.bits[w] |= 1 << (id % 64)
+		s.n++
+		return true
+	}
 	if s.has(id) {
 		return false
 	}
 	if (s.used+1)*8 > len(s.slots)*7 {
+		if s.n >= 64 && (s.n+1)*bitmapDensity >= int(max(s.hi, id)) {
+			s.toBits()
+			return s.add(id)
+		}
 		s.grow()
 	}
+	s.hi = max(s.hi, id)
 	mask := uint64(len(s.slots) - 1)
 	for i := idHash(id, mask); ; i = (i + 1) & mask {
 		if t := s.slots[i]; t == 0 || t == idDeleted {
@@ -740,6 +778,15 @@ func (s *idSet) remove(id rowID) bool {
 	if s == nil || s.n == 0 || id == 0 {
 		return false
 	}
+	if s.bits != nil {
+		w := int(id / 64)
+		if w >= len(s.bits) || s.bits[w]&(1<<(id%64)) == 0 {
+			return false
+		}
+		s.bits[w] &^= 1 << (id % 64)
+		s.n--
+		return true
+	}
 	mask := uint64(len(s.slots) - 1)
 	for i := idHash(id, mask); ; i = (i + 1) & mask {
 		switch s.slots[i] {
@@ -757,9 +804,52 @@ func (s *idSet) remove(id rowID) bool {
 	}
 }
 
+// toBits turns an open-addressing set into a bitmap.
+func (s *idSet) toBits() {
+	bits := make([]uint64, int(s.hi)/64+1)
+	for _, id := range s.slots {
+		if id != 0 && id != idDeleted {
+			bits[id/64] |= 1 << (id % 64)
+		}
+	}
+	s.slots, s.bits, s.used, s.hi = nil, bits, 0, 0
+}
+
+// toSlots turns a bitmap into an open-addressing set.
+func (s *idSet) toSlots() {
+	bits, n := s.bits, s.n
+	*s = idSet{}
+	s.reserve(n)
+	for w, word := range bits {
+		for word != 0 {
+			b := bits64TrailingZeros(word)
+			word &^= 1 << b
+			s.add(rowID(w*64 + b))
+		}
+	}
+}
+
+// fit takes the form the set's density calls for: the bitmap once a set
+// reserved for its ids was filled without growing (add checks when it
+// grows), open addressing once a bitmap lost most of its ids (remove does
+// not change the form, so that removing during a range is safe).
+func (s *idSet) fit() {
+	switch {
+	case s == nil:
+	case s.bits == nil && s.n >= 64 && s.n*bitmapDensity >= int(s.hi):
+		s.toBits()
+	case s.bits != nil && s.sparse():
+		s.toSlots()
+	}
+}
+
+// sparse reports whether a bitmap holds fewer than a quarter of the ids
+// the bitmap form is for.
+func (s *idSet) sparse() bool { return s.n*bitmapDensity*4 < len(s.bits)*64 }
+
 // reserve sizes an empty set for n ids.
 func (s *idSet) reserve(n int) {
-	if s.used > 0 || n == 0 {
+	if s.used > 0 || s.bits != nil || n == 0 {
 		return
 	}
 	size := 4
@@ -797,16 +887,34 @@ func (s *idSet) grow() {
 	}
 }
 
-// all ranges over the ids in slot order.
+// all ranges over the ids: in slot order, or in id order for a bitmap.
 func (s *idSet) all() iter.Seq[rowID] {
 	return func(yield func(rowID) bool) {
 		if s == nil {
 			return
 		}
+		if bits := s.bits; bits != nil {
+			for w := range bits {
+				for word := bits[w]; word != 0; {
+					if len(s.bits) == 0 || &s.bits[0] != &bits[0] {
+						panic("engine: idSet grew or changed form while ranged over")
+					}
+					b := bits64TrailingZeros(word)
+					word &^= 1 << b
+					if bits[w]&(1<<b) == 0 {
+						continue // removed during the range
+					}
+					if !yield(rowID(w*64 + b)) {
+						return
+					}
+				}
+			}
+			return
+		}
 		slots := s.slots
 		for i := range slots {
-			if &s.slots[0] != &slots[0] {
-				panic("engine: idSet grew while ranged over")
+			if len(s.slots) == 0 || &s.slots[0] != &slots[0] {
+				panic("engine: idSet grew or changed form while ranged over")
 			}
 			if id := slots[i]; id != 0 && id != idDeleted {
 				if !yield(id) {
@@ -825,3 +933,6 @@ func (s *idSet) ids() []rowID {
 	}
 	return out
 }
+
+// bits64TrailingZeros is bits.TrailingZeros64 as an int.
+func bits64TrailingZeros(x uint64) int { return bits.TrailingZeros64(x) }

@@ -113,22 +113,32 @@ func TestRowTable(t *testing.T) {
 }
 
 // TestIDSet drives an idSet and a Go map with the same random adds and
-// removals (some during a range).
+// removals (some during a range), over ids few and many of which the set
+// holds, so that it goes from open addressing to a bitmap and back.
 func TestIDSet(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for round := 0; round < 30; round++ {
+	forms := map[bool]int{}
+	for round := 0; round < 60; round++ {
 		var s idSet
 		m := make(map[rowID]bool)
-		ids := 1 + rng.IntN(500)
-		for step := 0; step < 2000; step++ {
+		ids := 1 + rng.IntN(5000)
+		adds := 3 + rng.IntN(6) // of 10: the set fills, or empties
+		for step := 0; step < 4000; step++ {
 			id := rowID(1 + rng.IntN(ids))
+			if step%1000 == 999 {
+				adds = 3 + rng.IntN(6)
+			}
+			forms[s.bits != nil]++
 			switch op := rng.IntN(10); {
-			case op < 5:
+			case op < adds:
 				if got := s.add(id); got == m[id] {
 					t.Fatalf("add(%d) = %v with the id held %v", id, got, m[id])
 				}
 				m[id] = true
 			case op < 9:
+				if rng.IntN(50) == 0 {
+					s.fit()
+				}
 				if got := s.remove(id); got != m[id] {
 					t.Fatalf("remove(%d) = %v, want %v", id, got, m[id])
 				}
@@ -136,11 +146,16 @@ func TestIDSet(t *testing.T) {
 			default:
 				for x := range s.all() {
 					if !m[x] {
-						t.Fatalf("range produced %d, not in the map", x)
+						t.Fatalf("range produced %d, not in the map (removed during the range?)", x)
 					}
 					if rng.IntN(3) == 0 {
-						s.remove(x)
-						delete(m, x)
+						// This one, or one the range may not have reached.
+						victim := x
+						if rng.IntN(2) == 0 {
+							victim = rowID(1 + rng.IntN(ids))
+						}
+						s.remove(victim)
+						delete(m, victim)
 					}
 				}
 			}
@@ -160,5 +175,8 @@ func TestIDSet(t *testing.T) {
 				t.Fatalf("range produced %d ids, want %d", n, len(m))
 			}
 		}
+	}
+	if forms[false] == 0 || forms[true] == 0 {
+		t.Fatalf("steps in each form: %v, want both", forms)
 	}
 }

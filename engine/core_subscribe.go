@@ -299,6 +299,7 @@ func (s *state) intern(v *view, rs *resultSet, st *rowTable) []rowID {
 			order = append(order, id)
 		}
 	}
+	members.fit()
 	rs.members = members
 	return order
 }

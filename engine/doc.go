@@ -24,8 +24,9 @@
 //     table of ids with a tag byte each, keys compared in the records
 //     (keySet, core_rowtable.go).
 //   - members: the result of a single-table view without ORDER BY or
-//     LIMIT (a plain, COUNT(*) or aggregate view's rows): a set of row ids
-//     (idSet, core_rowtable.go).
+//     LIMIT (a plain, COUNT(*) or aggregate view's rows): a set of row ids,
+//     open addressing while it holds few of its table's ids and a bitmap
+//     over them once it holds one in 32 (idSet, core_rowtable.go).
 //   - entry set: an ordered or join view's result, by key: an
 //     open-addressing table of entry pointers (entrySet, core_rowset.go);
 //     an entry names its row by id.
