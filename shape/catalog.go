@@ -20,7 +20,7 @@ type tableInfo struct {
 const columnsSQL = `
 SELECT a.attname, a.atttypid, a.atttypmod, a.attndims, a.attnotnull,
        t.typname, et.typname, array_position(i.indkey, a.attnum),
-       c.relkind
+       c.relkind, t.typtype::text, COALESCE(et.typtype::text, '')
   FROM pg_class c
   JOIN pg_namespace n ON n.oid = c.relnamespace
   JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
@@ -65,7 +65,8 @@ func (srv *Server) describe(ctx context.Context, def definition) (*tableInfo, *f
 			notNull       bool
 			pkPos         *int32
 		)
-		if err := rows.Scan(&name, &oid, &typmod, &dims, &notNull, &typname, &elem, &pkPos, &kind); err != nil {
+		var typtype, elemtype string
+		if err := rows.Scan(&name, &oid, &typmod, &dims, &notNull, &typname, &elem, &pkPos, &kind, &typtype, &elemtype); err != nil {
 			rows.Close()
 			return nil, nil, fmt.Errorf("read columns of %s: %w", relName(def.Schema, def.Table), err)
 		}
@@ -82,11 +83,23 @@ func (srv *Server) describe(ctx context.Context, def definition) (*tableInfo, *f
 		}
 		c.typ = t
 		c.schema = schemaOf(typname, elem, dims, notNull, c.pkIndex, typmod)
+		// A composite (or a domain, which may be over one) may hold
+		// intervals, re-rendered in ISO 8601 (record.go).
+		c.mayHoldRecord = typtype == "c" || typtype == "d" || elemtype == "c" || elemtype == "d"
 		ti.cols = append(ti.cols, c)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("read columns of %s: %w", relName(def.Schema, def.Table), err)
+	}
+	for i := range ti.cols {
+		if ti.cols[i].mayHoldRecord {
+			p, err := srv.recordPlan(ctx, ti.cols[i].typeOID)
+			if err != nil {
+				return nil, nil, fmt.Errorf("read the type of %s.%s: %w", relName(def.Schema, def.Table), pgIdent(ti.cols[i].name), err)
+			}
+			ti.cols[i].rec = p
+		}
 	}
 	if len(ti.cols) == 0 || (kind != "r" && kind != "p") {
 		errs.add("table", fmt.Sprintf("Table %s does not exist. If the table name contains capitals or special characters you must quote it.", relName(def.Schema, def.Table)))

@@ -16,6 +16,11 @@ type column struct {
 	typ     change.Type
 	pkIndex int // -1: not part of the primary key
 	schema  []byte
+	// rec, when not nil, re-renders the intervals inside the column's
+	// composite values (record.go); mayHoldRecord says the catalog must
+	// be asked for it.
+	rec           *textPlan
+	mayHoldRecord bool
 }
 
 // renderer turns the engine's typed values into the text Electric's

@@ -250,6 +250,13 @@ func (s *Shape) newEntry(key engine.Key, vals []any, sc *scratch) (entry, error)
 		if err != nil {
 			return entry{}, err
 		}
+		if c.rec != nil {
+			from := len(sc.vals)
+			text := string(b[from:])
+			if b, err = c.rec.rewrite(b[:from], text); err != nil {
+				return entry{}, fmt.Errorf("render a %s value: %w", c.typ.Name, err)
+			}
+		}
 		sc.vals = b
 		sc.ended()
 	}

@@ -1,8 +1,11 @@
 package shape_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Values are PostgreSQL's text under Electric's display settings, and
@@ -41,4 +44,83 @@ func TestValuesAndSchema(t *testing.T) {
 			t.Errorf("subset lacks %s: %s", frag, s.body)
 		}
 	}
+}
+
+// An interval inside a composite value (a field, an array field, a
+// nested composite, a domain over interval; in a composite array too)
+// is in ISO 8601 as PostgreSQL prints it under Electric's settings: the
+// snapshot and the log carry what a subset, which PostgreSQL prints,
+// carries for the same row. A composite without an interval is as it
+// was.
+func TestCompositeIntervals(t *testing.T) {
+	e := newEnv(t, `CREATE DOMAIN dur AS interval;
+		CREATE TYPE span AS (n int, d interval);
+		CREATE TYPE wrap AS (label text, inner_s span, ds interval[], dd dur, note text);
+		CREATE TYPE pt AS (x int, y text);
+		CREATE TABLE c (id int PRIMARY KEY, s span, ss span[], w wrap, ws wrap[], p pt);
+		INSERT INTO c VALUES
+		  (1, '(1,"1 day 02:00:00")', ARRAY['(2,"-1 mons")', NULL, '(3,)']::span[],
+		   ROW('a "q" \ (b), c', '(4,"00:00:01.5")', '{"1 year",NULL,"-2 hours"}', '3 days', '')::wrap,
+		   ARRAY[ROW('x', NULL, NULL, '1 mon', NULL)::wrap], '(1,"a b")'),
+		  (2, '(,)', '{}', ROW(NULL, '(,)', '{}', NULL, 'NULL')::wrap, NULL, NULL)`, nil)
+	cols := []string{"s", "ss", "w", "ws", "p"}
+	values := func(body string, data bool) map[string]map[string]any {
+		var msgs []map[string]any
+		if data {
+			var sub struct{ Data []map[string]any }
+			if err := json.Unmarshal([]byte(body), &sub); err != nil {
+				t.Fatalf("%v: %s", err, body)
+			}
+			msgs = sub.Data
+		} else if err := json.Unmarshal([]byte(body), &msgs); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		out := map[string]map[string]any{}
+		for _, m := range msgs {
+			if v, ok := m["value"].(map[string]any); ok {
+				out[m["key"].(string)] = v
+			}
+		}
+		return out
+	}
+	compare := func(what string, got map[string]map[string]any) {
+		t.Helper()
+		sub := e.get("table", "c", "offset", "-1", "log", "changes_only", "subset__where", "id > 0")
+		if sub.code != 200 {
+			t.Fatalf("subset: %d %s", sub.code, sub.body)
+		}
+		want := values(sub.body, true)
+		for k, w := range want {
+			for _, c := range cols {
+				if gv, ok := got[k][c]; ok && fmt.Sprint(gv) != fmt.Sprint(w[c]) {
+					t.Errorf("%s: %s %s = %v, PostgreSQL (a subset) says %v", what, k, c, gv, w[c])
+				}
+			}
+		}
+	}
+	r := e.get("table", "c", "offset", "-1")
+	if r.code != 200 {
+		t.Fatalf("%d %s", r.code, r.body)
+	}
+	snap := values(r.body, false)
+	if fmt.Sprint(snap[`"public"."c"/"1"`]["s"]) != "(1,P1DT2H)" {
+		t.Errorf("s = %v, want (1,P1DT2H)", snap[`"public"."c"/"1"`]["s"])
+	}
+	compare("snapshot", snap)
+	h := r.h.Get("electric-handle")
+	e.exec(`UPDATE c SET s = '(5,"-3 days +04:00:00")', w = ROW('z', '(6,"2 mons -1 days")', '{"00:00:00"}', '-1 year', 'n')::wrap WHERE id = 1`)
+	eventually(t, 10*time.Second, func() string {
+		r := e.get("table", "c", "offset", "0_0", "handle", h)
+		if !strings.Contains(r.body, `"operation":"update"`) {
+			return "no update yet: " + r.body
+		}
+		log := map[string]map[string]any{}
+		for _, m := range r.msgs(t) {
+			if v, ok := m["value"].(map[string]any); ok {
+				log[m["key"].(string)] = v
+			}
+		}
+		compare("log", log)
+		return ""
+	})
 }
