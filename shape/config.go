@@ -138,11 +138,32 @@ func (c *Config) Validate() error {
 		return errors.New("shape: --shape-max-shapes must be at least 1")
 	case c.Retention <= 0 || c.MaxGenerations < 1:
 		return errors.New("shape: --shape-retention must be positive")
+	case c.Retention < c.CacheLife():
+		return fmt.Errorf("shape: --shape-retention (%v) must be at least %v, the longest a cached response can point into a superseded generation "+
+			"(--shape-max-age + --shape-stale-age, --shape-sse-timeout less 1 s, and 10 s for a live long-poll): raise it or lower those", c.Retention, c.CacheLife())
 	case c.CompactMin < 1:
 		return errors.New("shape: the compaction minimum must be at least 1")
 	}
 	return nil
 }
+
+// CacheLife is the longest a cache may serve a response that points into
+// a generation (its offsets name the generation's chunks or the log after
+// it), the -1 response aside: a non-live response's max-age plus its
+// stale-while-revalidate, an SSE stream's max-age (SSETimeout less a
+// second), a live long-poll's 5 s plus 5 s. A superseded generation is
+// kept at least this long (Retention may not be shorter), so every such
+// cached response can still be followed. The -1 response is cached for a
+// week as Electric sends it; no bounded log keeps every generation that
+// long, so a copy that old continues at an offset that answers 409 and the
+// client refetches (docs/shape-api.md, "Bounded storage").
+func (c *Config) CacheLife() time.Duration {
+	return max(time.Duration(c.MaxAge+c.StaleAge)*time.Second, c.SSETimeout-time.Second, liveCacheLife)
+}
+
+// liveCacheLife is a live long-poll response's max-age plus its
+// stale-while-revalidate (cacheLive).
+const liveCacheLife = 10 * time.Second
 
 // ParseTables reads an allow-list: comma-separated tables, each
 // optionally with its columns in parentheses: "public.items,users(id,name)".

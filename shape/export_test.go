@@ -1,5 +1,7 @@
 package shape
 
+import "time"
+
 // BodiesBuilt is how many message bodies the server has built
 // (messagesBody): one for the requests sharing an offset's body.
 func (srv *Server) BodiesBuilt() uint64 { return srv.bodiesBuilt.Load() }
@@ -49,4 +51,18 @@ func (srv *Server) SetFlushHook(f func()) {
 		return
 	}
 	srv.flushHook.Store(&f)
+}
+
+// Collect runs the reaper's collection of old generations on every shape
+// as if the time were now.
+func (srv *Server) Collect(now time.Time) error {
+	srv.mu.Lock()
+	shapes := srv.reg.all()
+	srv.mu.Unlock()
+	for _, s := range shapes {
+		if err := s.collect(now); err != nil {
+			return err
+		}
+	}
+	return nil
 }

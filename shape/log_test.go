@@ -111,7 +111,10 @@ func TestTornTailCut(t *testing.T) {
 // answers 409 with a new handle.
 func TestBoundedLog(t *testing.T) {
 	e := newEnv(t, `CREATE TABLE one (id int PRIMARY KEY, n int); INSERT INTO one VALUES (1, 0)`, func(c *shape.Config) {
-		c.CompactMin, c.Retention = 10, 300*time.Millisecond
+		// The shortest retention the cache allows (Config.CacheLife):
+		// no response cached past 10 s.
+		c.CompactMin, c.MaxAge, c.StaleAge, c.SSETimeout = 10, 0, 0, time.Second
+		c.Retention = c.CacheLife()
 	})
 	rows := map[string]map[string]any{}
 	h, first := e.syncTo(rows, "", "-1", "table", "one")
@@ -151,7 +154,7 @@ func TestBoundedLog(t *testing.T) {
 		return ""
 	})
 	// The early offset is past its retention: 409 with a new handle.
-	eventually(t, 20*time.Second, func() string {
+	eventually(t, 40*time.Second, func() string {
 		r := e.get("table", "one", "offset", early, "handle", h)
 		if r.code != 409 {
 			return "an offset before the oldest kept generation answers " + itoa(r.code)
@@ -163,7 +166,7 @@ func TestBoundedLog(t *testing.T) {
 	})
 	// Once the retention has passed, the log on disk holds no more than
 	// the generations kept.
-	eventually(t, 20*time.Second, func() string {
+	eventually(t, 40*time.Second, func() string {
 		logs, _ := filepath.Glob(filepath.Join(e.cfg.DataDir, h, "log-*"))
 		if len(logs) != 1 {
 			return sprintf("log files %v, want one", logs)
@@ -179,6 +182,57 @@ func TestBoundedLog(t *testing.T) {
 	})
 }
 
+// A superseded generation outlives every cached response that can point
+// into it (Config.CacheLife) even past MaxGenerations, and goes once none
+// can: an offset into it answers 200 until then and 409 after.
+func TestGenerationsOutliveTheirCache(t *testing.T) {
+	e := newEnv(t, `CREATE TABLE one (id int PRIMARY KEY, n int); INSERT INTO one VALUES (1, 0)`, func(c *shape.Config) {
+		c.CompactMin, c.MaxGenerations, c.MaxAge, c.StaleAge, c.SSETimeout = 10, 1, 20, 5, time.Second
+		c.Retention = time.Hour // only the count and the cache decide here
+	})
+	if life := e.cfg.CacheLife(); life != 25*time.Second {
+		t.Fatalf("CacheLife = %v, want 25s (max-age 20 + stale 5)", life)
+	}
+	rows := map[string]map[string]any{}
+	h, first := e.syncTo(rows, "", "-1", "table", "one")
+	e.exec(`UPDATE one SET n = 1`)
+	h, early := waitChangeT(e, rows, h, first, "one")
+	for i := 2; i <= 100; i++ {
+		e.exec(`UPDATE one SET n = $1`, i)
+	}
+	eventually(t, 20*time.Second, func() string {
+		if snaps, _ := filepath.Glob(filepath.Join(e.cfg.DataDir, h, "snap-*")); len(snaps) < 2 {
+			return "no generation after 100 updates"
+		}
+		return ""
+	})
+	if err := e.srv.Collect(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.get("table", "one", "offset", early, "handle", h); r.code != 200 {
+		t.Fatalf("an offset into a generation superseded within the cache's life answers %d, want 200", r.code)
+	}
+	if err := e.srv.Collect(time.Now().Add(26 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.get("table", "one", "offset", early, "handle", h); r.code != 409 {
+		t.Fatalf("an offset into a generation past the cache's life and MaxGenerations answers %d, want 409", r.code)
+	}
+}
+
+// A retention shorter than a cached response can point into a superseded
+// generation is refused, naming the settings.
+func TestRetentionOutlivesTheCache(t *testing.T) {
+	e := newEnv(t, itemsSetup, nil)
+	c := e.cfg
+	c.Engine, c.Pool = e.eng, e.pool
+	c.MaxAge, c.StaleAge, c.Retention = 600, 300, 10*time.Minute
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "--shape-retention") || !strings.Contains(err.Error(), "15m0s") {
+		t.Fatalf("Validate = %v, want a refusal of --shape-retention naming 15m0s", err)
+	}
+}
+
 func waitChangeT(e *env, rows map[string]map[string]any, h, off, table string) (string, string) {
 	e.t.Helper()
 	r := e.get("table", table, "offset", off, "handle", h, "live", "true")
@@ -191,7 +245,10 @@ func waitChangeT(e *env, rows map[string]map[string]any, h, off, table string) (
 func itoa(n int) string { return sprintf("%d", n) }
 
 func TestIdleExpiry(t *testing.T) {
-	e := newEnv(t, itemsSetup, func(c *shape.Config) { c.IdleExpiry, c.Retention = 300*time.Millisecond, 100*time.Millisecond })
+	e := newEnv(t, itemsSetup, func(c *shape.Config) {
+		c.IdleExpiry, c.MaxAge, c.StaleAge, c.SSETimeout = 300*time.Millisecond, 0, 0, time.Second
+		c.Retention = c.CacheLife() // the reaper runs every quarter of it
+	})
 	h := e.get("table", "items", "offset", "-1").h.Get("electric-handle")
 	eventually(t, 20*time.Second, func() string {
 		if e.srv.Shapes() != 0 {

@@ -76,7 +76,8 @@ func TestElectricClient(t *testing.T) {
 	data := t.TempDir()
 	srv := servetest.Start(t, servetest.Options{DSN: db.DSN, Slot: servetest.SlotFor("shn_", db.Name),
 		Args: []string{"--shape-data-dir", data, "--shape-chunk-bytes", "10000",
-			"--shape-allow-deletion", "--shape-long-poll", "20s", "--shape-retention", "1m"}})
+			"--shape-allow-deletion", "--shape-long-poll", "20s", "--shape-retention", "1m",
+			"--shape-max-age", "1", "--shape-stale-age", "3"}}) // a retention of 1m needs responses cached for less (shape.Config.CacheLife)
 	// Electric's root: GET / is 200 with an empty body, other unknown
 	// paths 404.
 	for path, want := range map[string]int{"/": 200, "/nope": 404} {

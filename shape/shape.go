@@ -818,10 +818,11 @@ func (s *Shape) saveMetaLocked() error {
 	return writeJSON(s.file("meta.json"), meta{Version: 1, Def: s.def, Handles: s.handlesLocked(), Schema: s.lay.schema, Created: time.Now().UnixMilli()})
 }
 
-// collect drops generations superseded longer ago than the retention
-// (and all but the newest MaxGenerations), with the log before the oldest
-// generation kept. A client holding an offset into what was dropped gets
-// a 409 and starts again from the newest generation.
+// collect drops generations superseded longer ago than the retention,
+// and, past the newest MaxGenerations, those superseded longer ago than
+// a cached response can point into them (Config.CacheLife), with the log
+// before the oldest generation kept. A client holding an offset into what
+// was dropped gets a 409 and starts again from the newest generation.
 func (s *Shape) collect(now time.Time) error {
 	s.ioMu.Lock()
 	defer s.ioMu.Unlock()
@@ -832,7 +833,8 @@ func (s *Shape) collect(now time.Time) error {
 		if i == len(s.gens)-1 {
 			break
 		}
-		if len(s.gens)-drop > cfg.MaxGenerations || now.Sub(time.UnixMilli(g.superseded)) > cfg.Retention {
+		age := now.Sub(time.UnixMilli(g.superseded))
+		if len(s.gens)-drop > cfg.MaxGenerations && age > cfg.CacheLife() || age > cfg.Retention {
 			drop = i + 1
 		}
 	}
