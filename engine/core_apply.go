@@ -170,11 +170,11 @@ func (s *state) rowChange(tb *table, ch *change.Change) {
 		}
 		if id := tb.held(k); id != 0 {
 			first, more := tb.rows.holders(id)
-			if first != nil {
-				visit(first)
+			if first != 0 {
+				visit(s.holderSrc(first))
 			}
-			for _, vs := range more {
-				visit(vs)
+			for _, hid := range more {
+				visit(s.holderSrc(hid))
 			}
 		}
 	}
@@ -362,7 +362,7 @@ func (s *state) finish(lsn change.LSN) {
 			continue
 		}
 		tb := changed.tb
-		held := tb.rows.holder(id) != nil
+		held := tb.rows.holder(id) != 0
 		switch {
 		case changed.fresh && held:
 			tb.rows.keys.put(&tb.rows, id)

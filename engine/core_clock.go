@@ -279,7 +279,7 @@ func (s *state) settleClock(lsn change.LSN) {
 	}
 	s.dirty = s.dirty[:0]
 	for _, changed := range s.overlayRows {
-		if id := changed.id; id != 0 && changed.tb.rows.holder(id) == nil {
+		if id := changed.id; id != 0 && changed.tb.rows.holder(id) == 0 {
 			s.dropRow(changed.tb, id)
 		}
 	}

@@ -543,6 +543,7 @@ func (h *harness) verify() {
 	if h.core.st.inTxn {
 		return
 	}
+	h.verifyHolders()
 	st := h.now()
 	for id, m := range h.models {
 		if m.gone || !m.accepted || m.mode == ModeTouch {
@@ -564,6 +565,28 @@ func (h *harness) verify() {
 		got := h.fmtRows(m.rows)
 		if w := h.fmtRows(want); got != w {
 			h.t.Errorf("sub %d (%s) at %v:\n got %s\nwant %s", id, plan.SQL, h.core.Position(), got, w)
+		}
+	}
+}
+
+// verifyHolders checks that every row a table holds, outside a
+// transaction, is held, and only by live view sources of that table
+// named by their holder ids: a hold a view source left behind when it
+// ended would name whichever view source takes its id next.
+func (h *harness) verifyHolders() {
+	st := h.core.st
+	for _, tb := range st.tables {
+		for id := range tb.rows.all() {
+			first, more := tb.rows.holders(id)
+			if first == 0 {
+				h.t.Errorf("table %s: row %q is held by no view", tb.name, tb.rows.key(id))
+				continue
+			}
+			for _, hid := range append([]uint32{first}, more...) {
+				if vs := st.holderSrc(hid); vs == nil || vs.t != tb || tb.srcs.get(vs) != vs || vs.v.status == viewDead {
+					h.t.Errorf("table %s: row %q is held by holder id %d, not a live view source of the table", tb.name, tb.rows.key(id), hid)
+				}
+			}
 		}
 	}
 }

@@ -525,7 +525,7 @@ func (v *view) dropEntry(rootKey string, e *entry) {
 // touchJoin records touched rows of a join view's source, keeping their
 // values from before the transaction.
 func (s *state) touchJoin(vs *viewSource, keys ...string) {
-	t := vs.v.js.touched[vs.idx]
+	t := vs.v.js.touched[int(vs.idx)]
 	for _, k := range keys {
 		if k == "" {
 			continue
@@ -754,7 +754,7 @@ func (s *state) sourceSQL(vs *viewSource) (string, [][]byte, []uint32) {
 		return fmt.Sprintf("$%d", len(args)), true
 	}
 	var conds []string
-	for _, c := range vs.v.plan.Constraints(vs.idx) {
+	for _, c := range vs.v.plan.Constraints(int(vs.idx)) {
 		col := vs.src.Columns[c.Column]
 		name := change.QuoteIdent(col.Name)
 		n0 := len(args)

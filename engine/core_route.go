@@ -362,7 +362,7 @@ func choose(cs []query.Constraint) int {
 
 // add registers vs under its source's constraints.
 func (rt *route) add(vs *viewSource) {
-	cs := vs.v.plan.Constraints(vs.idx)
+	cs := vs.v.plan.Constraints(int(vs.idx))
 	ci := choose(cs)
 	if ci < 0 {
 		rt.all[vs] = struct{}{}
@@ -432,7 +432,7 @@ func (rt *route) remove(vs *viewSource) {
 	vs.reg = registration{}
 	var c query.Constraint
 	if reg.kind != 0 {
-		c = vs.v.plan.Constraints(vs.idx)[reg.ci]
+		c = vs.v.plan.Constraints(int(vs.idx))[reg.ci]
 	}
 	switch reg.kind {
 	case 0:

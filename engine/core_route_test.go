@@ -17,7 +17,7 @@ func TestEqIndexShared(t *testing.T) {
 		t.Helper()
 		var got []*viewSource
 		ix.each(7, func(vs *viewSource) { got = append(got, vs) })
-		slices.SortFunc(got, func(x, y *viewSource) int { return x.idx - y.idx })
+		slices.SortFunc(got, func(x, y *viewSource) int { return int(x.idx - y.idx) })
 		if !slices.Equal(got, want) {
 			t.Fatalf("%s: hash 7 finds %v, want %v", step, got, want)
 		}

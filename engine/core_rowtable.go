@@ -15,7 +15,8 @@ type rowID uint32
 // rowTable holds rows by id and by key: a table's held rows (table.rows)
 // and a landing read's rows before they are held (its stage). Each row is
 // one record, its key and encoded values in one allocation (record), and
-// per id a rowMeta (16 bytes) with the view source holding it; the ids
+// per id its record's pointer and the view source holding it (12
+// bytes: a holder id, viewSource.hid); the ids
 // are found by key through an open-addressing set of ids (keySet, about
 // 5 bytes a slot). A held row costs its record, its meta and its key set
 // slot, with no Go object of its own: views name it by id (a member set,
@@ -27,12 +28,12 @@ type rowID uint32
 // that a stale id met later reads as freed (row panics) for as long as
 // possible rather than as another row.
 type rowTable struct {
-	meta [][]rowMeta // ids 1, 2, ... in chunks of up to rowChunk
+	meta []metaChunk // ids 1, 2, ... in chunks of up to rowChunk
 	cur  int         // the chunk being filled: those before it are full, those after it empty
 	keys keySet
-	// more holds, for a row held by more than one view source, the view
-	// sources besides its rowMeta.holder.
-	more map[rowID][]*viewSource
+	// more holds, for a row held by more than one view source, the
+	// holder ids of the view sources besides its first.
+	more map[rowID][]uint32
 	// boxes holds the boxed values (rowVals.boxes) of rows whose
 	// encodings have some.
 	boxes    map[rowID]*[]any
@@ -43,12 +44,28 @@ type rowTable struct {
 	buf      []byte  // record scratch
 }
 
-// rowMeta is what a rowTable keeps per id.
-type rowMeta struct {
-	rec unsafe.Pointer // the row's record (nil: a free id)
-	// holder is one view source holding the row (nil: none); the others
-	// are in rowTable.more, so a row one view holds costs nothing more.
-	holder *viewSource
+// metaChunk is what a rowTable keeps for a chunk of ids, per id: its
+// record (nil: a free id) and the holder id of one view source holding
+// it (0: none; the others are in rowTable.more, so a row one view holds
+// costs nothing more).
+type metaChunk struct {
+	recs []unsafe.Pointer
+	hold []uint32
+}
+
+// len returns the ids in the chunk.
+func (c *metaChunk) len() int { return len(c.recs) }
+
+// grow makes room in the chunk for n ids.
+func (c *metaChunk) grow(n int) {
+	if len(c.recs)+n <= cap(c.recs) {
+		return
+	}
+	size := min(max(len(c.recs)+n, 2*cap(c.recs), 8), rowChunk)
+	recs, hold := make([]unsafe.Pointer, len(c.recs), size), make([]uint32, len(c.hold), size)
+	copy(recs, c.recs)
+	copy(hold, c.hold)
+	c.recs, c.hold = recs, hold
 }
 
 // rowChunkBits sizes the chunks of rowTable.meta: a chunk grows by
@@ -60,7 +77,7 @@ const (
 )
 
 // freedHolder marks the holder of a freed id: freeing it again panics.
-var freedHolder = &viewSource{}
+const freedHolder = ^uint32(0)
 
 // A record is a row's key and encoding in one allocation: a uvarint of the
 // key's length times two (plus one when the encoding has boxed values), a
@@ -122,15 +139,21 @@ func uvarintAt(p unsafe.Pointer) (uint64, int) {
 	}
 }
 
-// at returns id's meta.
-func (rt *rowTable) at(id rowID) *rowMeta {
+// recAt returns where id's record pointer is.
+func (rt *rowTable) recAt(id rowID) *unsafe.Pointer {
 	i := uint32(id) - 1
-	return &rt.meta[i>>rowChunkBits][i&(rowChunk-1)]
+	return &rt.meta[i>>rowChunkBits].recs[i&(rowChunk-1)]
+}
+
+// holdAt returns where id's first holder is.
+func (rt *rowTable) holdAt(id rowID) *uint32 {
+	i := uint32(id) - 1
+	return &rt.meta[i>>rowChunkBits].hold[i&(rowChunk-1)]
 }
 
 // rec returns id's record; it panics for a freed id (a stale one).
 func (rt *rowTable) rec(id rowID) unsafe.Pointer {
-	p := rt.at(id).rec
+	p := *rt.recAt(id)
 	if p == nil {
 		panic("engine: a row was read by an id freed before")
 	}
@@ -173,28 +196,25 @@ func (rt *rowTable) newID() rowID {
 		return id
 	}
 	if len(rt.meta) == 0 {
-		rt.meta = append(rt.meta, make([]rowMeta, 0, 8))
+		rt.meta = append(rt.meta, metaChunk{})
 	}
-	if len(rt.meta[rt.cur]) == rowChunk {
+	if rt.meta[rt.cur].len() == rowChunk {
 		rt.cur++
 		if rt.cur == len(rt.meta) {
-			rt.meta = append(rt.meta, make([]rowMeta, 0, 8))
+			rt.meta = append(rt.meta, metaChunk{})
 		}
 	}
-	c := rt.meta[rt.cur]
-	if len(c) == cap(c) {
-		grown := make([]rowMeta, len(c), min(2*cap(c), rowChunk))
-		copy(grown, c)
-		c = grown
-	}
-	rt.meta[rt.cur] = append(c, rowMeta{})
-	return rowID(rt.cur<<rowChunkBits + len(c) + 1)
+	c := &rt.meta[rt.cur]
+	c.grow(1)
+	n := c.len()
+	c.recs, c.hold = append(c.recs, nil), append(c.hold, 0)
+	return rowID(rt.cur<<rowChunkBits + n + 1)
 }
 
 // place gives id the record p (with boxes, when its encoding has boxed
 // values).
 func (rt *rowTable) place(id rowID, p unsafe.Pointer, boxes *[]any) {
-	rt.at(id).rec = p
+	*rt.recAt(id) = p
 	switch {
 	case boxes != nil:
 		if rt.boxes == nil {
@@ -318,20 +338,18 @@ func (rt *rowTable) reserve(n int) {
 		return
 	}
 	if len(rt.meta) == 0 {
-		rt.meta = append(rt.meta, nil)
+		rt.meta = append(rt.meta, metaChunk{})
 	}
 	// The chunk being filled, then the empty ones after it.
 	for i := rt.cur; i < len(rt.meta) && n > 0; i++ {
-		c := rt.meta[i]
-		if len(c)+n > cap(c) && cap(c) < rowChunk {
-			grown := make([]rowMeta, len(c), min(len(c)+n, rowChunk))
-			copy(grown, c)
-			rt.meta[i] = grown
-		}
-		n -= cap(rt.meta[i]) - len(c)
+		c := &rt.meta[i]
+		c.grow(min(n, rowChunk-c.len()))
+		n -= cap(c.recs) - c.len()
 	}
 	for ; n > 0; n -= rowChunk {
-		rt.meta = append(rt.meta, make([]rowMeta, 0, min(n, rowChunk)))
+		var c metaChunk
+		c.grow(min(n, rowChunk))
+		rt.meta = append(rt.meta, c)
 	}
 }
 
@@ -358,11 +376,11 @@ func (rt *rowTable) unkey(id rowID) {
 // freeID frees id, a row out of the key set that nothing holds: reused
 // after the core call (recycle).
 func (rt *rowTable) freeID(id rowID) {
-	m := rt.at(id)
-	if m.holder != nil {
+	h := rt.holdAt(id)
+	if *h != 0 {
 		panic("engine: a held row, or one freed before, was freed")
 	}
-	m.holder = freedHolder
+	*h = freedHolder
 	if len(rt.boxes) > 0 {
 		delete(rt.boxes, id)
 	}
@@ -374,7 +392,7 @@ func (rt *rowTable) freeID(id rowID) {
 // its last holder lets it go: state.release).
 func (rt *rowTable) drop(id rowID) {
 	rt.unkey(id)
-	if rt.at(id).holder == nil {
+	if *rt.holdAt(id) == 0 {
 		rt.freeID(id)
 	}
 }
@@ -392,7 +410,7 @@ func (rt *rowTable) recycle() {
 		rt.freed, rt.freeHead = rt.freed[:n], 0
 	}
 	for _, id := range rt.dying {
-		*rt.at(id) = rowMeta{}
+		*rt.recAt(id), *rt.holdAt(id) = nil, 0
 		rt.freed = append(rt.freed, id)
 	}
 	clear(rt.dying)
@@ -407,8 +425,8 @@ func (rt *rowTable) all() iter.Seq[rowID] { return rt.keys.all() }
 func (rt *rowTable) inOrder() iter.Seq[rowID] {
 	return func(yield func(rowID) bool) {
 		for c, chunk := range rt.meta {
-			for i := range chunk {
-				if chunk[i].rec == nil || chunk[i].holder == freedHolder {
+			for i := range chunk.recs {
+				if chunk.recs[i] == nil || chunk.hold[i] == freedHolder {
 					continue
 				}
 				if !yield(rowID(c<<rowChunkBits + i + 1)) {
@@ -419,57 +437,56 @@ func (rt *rowTable) inOrder() iter.Seq[rowID] {
 	}
 }
 
-// holder returns one view source holding id (nil: none).
-func (rt *rowTable) holder(id rowID) *viewSource { return rt.at(id).holder }
+// holder returns the holder id of one view source holding id (0: none).
+func (rt *rowTable) holder(id rowID) uint32 { return *rt.holdAt(id) }
 
 // addHolder records that vs holds row id.
 func (rt *rowTable) addHolder(id rowID, vs *viewSource) {
-	m := rt.at(id)
-	if m.holder == nil {
-		m.holder = vs
+	h := rt.holdAt(id)
+	if *h == 0 {
+		*h = vs.hid
 		return
 	}
 	if rt.more == nil {
-		rt.more = make(map[rowID][]*viewSource)
+		rt.more = make(map[rowID][]uint32)
 	}
 	more := rt.more[id]
 	if len(more) == cap(more) {
 		// Grown by a quarter, not doubled: a row held by ten views keeps
 		// ten slots, not sixteen.
-		grown := make([]*viewSource, len(more), len(more)+max(2, len(more)/4))
+		grown := make([]uint32, len(more), len(more)+max(2, len(more)/4))
 		copy(grown, more)
 		more = grown
 	}
-	rt.more[id] = append(more, vs)
+	rt.more[id] = append(more, vs.hid)
 }
 
 // dropHolder records that vs no longer holds row id (once: a view source
 // that held it twice, an old and a new result, holds it still).
 func (rt *rowTable) dropHolder(id rowID, vs *viewSource) {
-	m := rt.at(id)
-	var more []*viewSource
+	h := rt.holdAt(id)
+	var more []uint32
 	if len(rt.more) > 0 {
 		more = rt.more[id]
 	}
 	i := len(more) - 1
-	if m.holder != vs {
-		for i >= 0 && more[i] != vs {
+	if *h != vs.hid {
+		for i >= 0 && more[i] != vs.hid {
 			i--
 		}
 		if i < 0 {
 			return
 		}
 	} else if i < 0 {
-		m.holder = nil
+		*h = 0
 		return
 	}
 	last := len(more) - 1
-	if m.holder == vs {
-		m.holder = more[last]
+	if *h == vs.hid {
+		*h = more[last]
 	} else {
 		more[i] = more[last]
 	}
-	more[last] = nil
 	if last == 0 {
 		delete(rt.more, id)
 	} else {
@@ -477,11 +494,11 @@ func (rt *rowTable) dropHolder(id rowID, vs *viewSource) {
 	}
 }
 
-// holders returns the view sources holding row id: first (nil: none) and
-// the others.
-func (rt *rowTable) holders(id rowID) (first *viewSource, more []*viewSource) {
-	first = rt.at(id).holder
-	if first != nil && len(rt.more) > 0 {
+// holders returns the holder ids of the view sources holding row id:
+// first (0: none) and the others.
+func (rt *rowTable) holders(id rowID) (first uint32, more []uint32) {
+	first = *rt.holdAt(id)
+	if first != 0 && len(rt.more) > 0 {
 		more = rt.more[id]
 	}
 	return first, more
@@ -513,7 +530,7 @@ func (s *keySet) get(rt *rowTable, key string) rowID {
 		case tagEmpty:
 			return 0
 		case tag:
-			if id := s.slots[i]; recordKey(rt.at(id).rec) == key {
+			if id := s.slots[i]; recordKey(*rt.recAt(id)) == key {
 				return id
 			}
 		}
@@ -539,7 +556,7 @@ func (s *keySet) slot(rt *rowTable, key string) (i uint64, tag uint8, found bool
 				free = i
 			}
 		case tag:
-			if recordKey(rt.at(s.slots[i]).rec) == key {
+			if recordKey(*rt.recAt(s.slots[i])) == key {
 				return i, tag, true
 			}
 		}
@@ -593,7 +610,7 @@ func (s *keySet) remove(rt *rowTable, key string) rowID {
 		case tagEmpty:
 			return 0
 		case tag:
-			if id := s.slots[i]; recordKey(rt.at(id).rec) == key {
+			if id := s.slots[i]; recordKey(*rt.recAt(id)) == key {
 				s.slots[i], s.tags[i] = 0, tagDeleted
 				s.n--
 				if s.n == 0 {

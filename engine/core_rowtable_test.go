@@ -14,7 +14,7 @@ import (
 // reused only after recycle.
 func TestRowTable(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	holders := []*viewSource{{}, {}, {}}
+	holders := []*viewSource{{hid: 1}, {hid: 2}, {hid: 3}}
 	for round := 0; round < 30; round++ {
 		var rt rowTable
 		type row struct {
@@ -79,7 +79,7 @@ func TestRowTable(t *testing.T) {
 					for _, vs := range hs {
 						rt.dropHolder(id, vs)
 					}
-					if rt.holder(id) != nil {
+					if rt.holder(id) != 0 {
 						t.Fatalf("row %d still held after its holders let go", id)
 					}
 					rt.freeID(id)
@@ -103,7 +103,7 @@ func TestRowTable(t *testing.T) {
 				clear(freedNow)
 			}
 			for id, hs := range detached {
-				if first, more := rt.holders(id); first == nil || 1+len(more) != len(hs) {
+				if first, more := rt.holders(id); first == 0 || 1+len(more) != len(hs) {
 					t.Fatalf("detached row %d has %d holders, want %d", id, 1+len(more), len(hs))
 				}
 			}

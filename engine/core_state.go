@@ -27,7 +27,13 @@ type state struct {
 	// dyingTables are the tables that freed row ids in the current core
 	// call (recycleRows).
 	dyingTables []*table
-	nextViewID  uint64
+	// holderSrcs are the view sources by holder id (viewSource.hid, 0
+	// unused): a held row names its holders by it (4 bytes, not a
+	// pointer's 8). Freed ids wait in dyingHIDs for the next core call,
+	// as row ids do, then in freeHIDs.
+	holderSrcs          [][]*viewSource // in chunks of holderChunk
+	freeHIDs, dyingHIDs []uint32
+	nextViewID          uint64
 	// colSets interns view sources' layout positions (viewSource.col):
 	// the views of one shape read the same slots, so they share one
 	// slice (never written to once made). Keyed by the positions'
@@ -178,15 +184,53 @@ func (s *state) freeRow(tb *table, id rowID) {
 	tb.rows.freeID(id)
 }
 
-// recycleRows makes the row ids freed by the core's earlier calls
-// reusable (rowTable.recycle): a call begins with it, so that no id
-// freed during a call is reused in it.
+// recycleRows makes the row ids and holder ids freed by the core's
+// earlier calls reusable (rowTable.recycle): a call begins with it, so
+// that no id freed during a call is reused in it.
 func (s *state) recycleRows() {
 	for i, tb := range s.dyingTables {
 		tb.rows.recycle()
 		s.dyingTables[i] = nil
 	}
 	s.dyingTables = s.dyingTables[:0]
+	s.freeHIDs = append(s.freeHIDs, s.dyingHIDs...)
+	s.dyingHIDs = s.dyingHIDs[:0]
+}
+
+// holderChunk is how many view sources a chunk of state.holderSrcs
+// holds: the registry grows a chunk at a time, not by doubling.
+const holderChunk = 1024
+
+// holderSrc returns the view source of holder id hid.
+func (s *state) holderSrc(hid uint32) *viewSource {
+	return s.holderSrcs[hid/holderChunk][hid%holderChunk]
+}
+
+// newHolderID gives vs its holder id.
+func (s *state) newHolderID(vs *viewSource) {
+	if n := len(s.freeHIDs); n > 0 {
+		vs.hid = s.freeHIDs[n-1]
+		s.freeHIDs = s.freeHIDs[:n-1]
+	} else {
+		last := len(s.holderSrcs) - 1
+		if last < 0 || len(s.holderSrcs[last]) == holderChunk {
+			s.holderSrcs = append(s.holderSrcs, make([]*viewSource, 0, holderChunk))
+			last++
+			if last == 0 {
+				s.holderSrcs[0] = append(s.holderSrcs[0], nil) // 0: no holder
+			}
+		}
+		vs.hid = uint32(last*holderChunk + len(s.holderSrcs[last]))
+		s.holderSrcs[last] = append(s.holderSrcs[last], nil)
+	}
+	s.holderSrcs[vs.hid/holderChunk][vs.hid%holderChunk] = vs
+}
+
+// freeHolderID frees the holder id of vs, a view source that holds no
+// row any more.
+func (s *state) freeHolderID(vs *viewSource) {
+	s.holderSrcs[vs.hid/holderChunk][vs.hid%holderChunk] = nil
+	s.dyingHIDs = append(s.dyingHIDs, vs.hid)
 }
 
 // stats counts the views, subscriptions, held rows and pending reads.

@@ -70,7 +70,8 @@ func (s *state) newView(plan *query.Plan) (*view, string) {
 			tb.cols[slot].need++
 		}
 		s.colBuf = col
-		vs := &viewSource{v: v, idx: i, src: src, t: tb, col: s.sharedCols(col)}
+		vs := &viewSource{v: v, idx: int32(i), src: src, t: tb, col: s.sharedCols(col)}
+		s.newHolderID(vs)
 		if v.isJoin() {
 			vs.j = &joinSource{rows: make(map[string]rowID), byJoin: make(map[string]map[string]rowID), nulls: make(map[string]bool)}
 		}
@@ -219,6 +220,8 @@ func (s *state) killView(v *view) {
 		if tb.srcs.len() == 0 {
 			delete(s.tables, tb.oid)
 		}
+		// Every row it held was let go above (or went with its table).
+		s.freeHolderID(vs)
 	}
 	s.trimLog()
 }
@@ -240,7 +243,7 @@ func (s *state) soleReader(v *view) bool {
 func (s *state) release(tb *table, k string, id rowID, vs *viewSource) {
 	rt := &tb.rows
 	rt.dropHolder(id, vs)
-	if rt.holder(id) != nil {
+	if rt.holder(id) != 0 {
 		return
 	}
 	if changed := s.overlay[rowRef{tb.oid, k}]; changed != nil && changed.id == id {

@@ -32,7 +32,10 @@ type sub struct {
 // viewSource is one source of a view's plan bound to the table it reads.
 type viewSource struct {
 	v   *view
-	idx int // in plan.Sources
+	idx int32 // in plan.Sources
+	// hid is the view source's holder id: what a held row it holds
+	// names it by (rowTable.addHolder; state.holderSrcs).
+	hid uint32
 	src *query.Source
 	t   *table
 	col []int // layout position of each of src.Columns
