@@ -346,11 +346,30 @@ func sweepStale() {
 		}
 		if syscall.Kill(pid, 0) == syscall.ESRCH {
 			if pm, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid")); err == nil {
-				if p, err := strconv.Atoi(strings.SplitN(string(pm), "\n", 2)[0]); err == nil {
+				if p, err := strconv.Atoi(strings.SplitN(string(pm), "\n", 2)[0]); err == nil && servesDir(p, filepath.Join(dir, "data")) {
 					_ = syscall.Kill(p, syscall.SIGKILL)
 				}
 			}
 			_ = os.RemoveAll(dir)
 		}
 	}
+}
+
+// servesDir reports whether process pid is a postgres server started on
+// data directory data. A stale postmaster.pid names a process that is
+// normally long gone (Pdeathsig killed it with its owner), and the kernel
+// reuses pids (pid_max is 32,768 here): killing the pid unchecked once
+// killed an unrelated test binary running beside the sweep.
+func servesDir(pid int, data string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "-D" && filepath.Clean(args[i+1]) == filepath.Clean(data) {
+			return filepath.Base(args[0]) == "postgres"
+		}
+	}
+	return false
 }
