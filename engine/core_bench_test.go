@@ -327,15 +327,15 @@ func TestMemoryPerRow(t *testing.T) {
 		views int
 		max   float64 // bytes per row allowed
 	}{
-		{"narrow/1 view", 0, 1, 81},
-		{"narrow/10 views", 0, 10, 208},
-		{"wide/1 view", 250, 1, 361},
-		{"wide/10 views", 250, 10, 486},
+		{"narrow/1 view", 0, 1, 79},
+		{"narrow/10 views", 0, 10, 204},
+		{"wide/1 view", 250, 1, 357},
+		{"wide/10 views", 250, 10, 483},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			per, text := memoryPerRow(t, tt.pad, tt.views)
-			t.Logf("%s: bytes per held row %.0f, text size %.1f, ratio %.2f", tt.name, per, text, per/text)
+			t.Logf("%s: bytes per held row %.1f, text size %.1f, ratio %.2f", tt.name, per, text, per/text)
 			if per > tt.max {
 				t.Errorf("bytes per held row = %.0f, want <= %.0f", per, tt.max)
 			}
@@ -357,8 +357,8 @@ func TestMemoryPerRowAfterUpdates(t *testing.T) {
 		name, query string
 		max         float64 // bytes per row allowed after the updates
 	}{
-		{"plain", "SELECT * FROM items WHERE price >= 0", 107},
-		{"ordered", "SELECT * FROM items WHERE price >= 0 ORDER BY price LIMIT 100000", 500},
+		{"plain", "SELECT * FROM items WHERE price >= 0", 102},
+		{"ordered", "SELECT * FROM items WHERE price >= 0 ORDER BY price LIMIT 100000", 493},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			const n = 20_000
@@ -381,7 +381,7 @@ func TestMemoryPerRowAfterUpdates(t *testing.T) {
 					}
 				}
 				per = (float64(heap()) - float64(before)) / n
-				t.Logf("%s, round %d: bytes per held row %.0f", tt.name, round, per)
+				t.Logf("%s, round %d: bytes per held row %.1f", tt.name, round, per)
 			}
 			runtime.KeepAlive(bc)
 			if per > tt.max {

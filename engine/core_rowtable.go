@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"hash/maphash"
 	"iter"
 	"math/bits"
 	"unsafe"
@@ -182,6 +183,15 @@ func (rt *rowTable) row(id rowID) (string, rowVals) {
 // lookup returns the id of the row of key in the key set, or 0.
 func (rt *rowTable) lookup(key string) rowID { return rt.keys.get(rt, key) }
 
+// nextID returns the id newID gives when no freed id is ready: the
+// highest id rt has given, plus one.
+func (rt *rowTable) nextID() rowID {
+	if len(rt.meta) == 0 {
+		return 1
+	}
+	return rowID(rt.cur<<rowChunkBits + rt.meta[rt.cur].len() + 1)
+}
+
 // len returns the number of rows in the key set.
 func (rt *rowTable) len() int { return rt.keys.n }
 
@@ -284,7 +294,7 @@ func (rt *rowTable) adopt(from *rowTable, sid rowID) (id rowID, added bool) {
 	rt.keys.room(rt)
 	i, tag, found := rt.keys.slot(rt, recordKey(p))
 	if found {
-		return rt.keys.slots[i], false
+		return rt.keys.idAt(i), false
 	}
 	id = rt.newID()
 	var boxes *[]any
@@ -314,7 +324,7 @@ func (rt *rowTable) put(key string, rv rowVals) rowID {
 	rt.keys.room(rt)
 	i, tag, found := rt.keys.slot(rt, key)
 	if found {
-		id := rt.keys.slots[i]
+		id := rt.keys.idAt(i)
 		rt.setRowVals(id, rv)
 		return id
 	}
@@ -505,32 +515,66 @@ func (rt *rowTable) holders(id rowID) (first uint32, more []uint32) {
 }
 
 // keySet is a rowTable's ids by their rows' keys: an open-addressing
-// table with linear probing, per slot an id and one tag byte (empty,
-// deleted, or seven bits of the key's hash), the key read from the row's
-// record, so a row costs about 5 bytes over the table's load (7/8 at
-// most). Deletion leaves a tombstone, so ids never move while the set is
-// ranged over and deleting during a range is safe; adding during a range
-// is not (all panics when the set grew). The zero value is an empty set.
+// table with linear probing of 4-byte slots, each an id with a tag from
+// the key's hash in the bits above it (0: empty, 1: deleted), the key
+// read from the row's record, so a row costs 4 bytes over the table's
+// load (7/8 at most). The tag takes the bits the ids do not need: 8 while
+// the ids are below 2^24 (keyIDBits), fewer past that (the set is rebuilt
+// with one bit more for the ids when an id reaches its limit: room, put),
+// and at least one, its high bit, which marks a live slot. Deletion
+// leaves a tombstone, so ids never move while the set is ranged over and
+// deleting during a range is safe; adding during a range is not (all
+// panics when the set grew). The zero value is an empty set.
 type keySet struct {
-	slots []rowID
-	tags  []uint8
-	n     int // live ids
-	used  int // live ids and tombstones
+	slots []uint32
+	shift uint8 // the bits for the id (keyIDBits when zero): slot = tag<<shift | id
+	n     int   // live ids
+	used  int   // live ids and tombstones
 }
+
+// keyIDBits is the bits a keySet gives its ids at first (a variable so
+// that a test can start it low and watch the set widen).
+var keyIDBits uint8 = 24
+
+// keyDeleted is a tombstone's slot (a live slot's tag is never 0).
+const keyDeleted = 1
+
+// bits returns the bits the set gives its ids.
+func (s *keySet) bits() uint8 {
+	if s.shift == 0 {
+		return keyIDBits
+	}
+	return s.shift
+}
+
+// tag returns the tag of hash h, shifted into place.
+func (s *keySet) tag(h uint64) uint32 {
+	sh := s.bits()
+	return (uint32(h>>(32+sh)) | 1<<(31-sh)) << sh
+}
+
+// idAt returns the id in slot i (live).
+func (s *keySet) idAt(i uint64) rowID { return rowID(s.slots[i] & (1<<s.bits() - 1)) }
+
+// hashKey64 returns the key's hash (hashKey's, without the tag).
+func hashKey64(key string) uint64 { return maphash.String(setSeed, key) }
 
 // get returns the id of key, or 0.
 func (s *keySet) get(rt *rowTable, key string) rowID {
 	if s.n == 0 {
 		return 0
 	}
-	h, tag := hashKey(key)
+	h := hashKey64(key)
+	sh := s.bits()
+	tag, idMask := s.tag(h), uint32(1)<<sh-1
 	mask := uint64(len(s.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
-		switch t := s.tags[i]; t {
-		case tagEmpty:
+		v := s.slots[i]
+		if v == 0 {
 			return 0
-		case tag:
-			if id := s.slots[i]; recordKey(*rt.recAt(id)) == key {
+		}
+		if v&^idMask == tag {
+			if id := rowID(v & idMask); recordKey(*rt.recAt(id)) == key {
 				return id
 			}
 		}
@@ -540,58 +584,66 @@ func (s *keySet) get(rt *rowTable, key string) rowID {
 // slot returns the slot of key: where its id is (found), else where an
 // id of key goes (the first tombstone or empty slot probed), with the
 // key's tag. The set must have room for one more id (room).
-func (s *keySet) slot(rt *rowTable, key string) (i uint64, tag uint8, found bool) {
-	h, tag := hashKey(key)
+func (s *keySet) slot(rt *rowTable, key string) (i uint64, tag uint32, found bool) {
+	h := hashKey64(key)
+	tag, idMask := s.tag(h), uint32(1)<<s.bits()-1
 	mask := uint64(len(s.slots) - 1)
 	free := ^uint64(0)
 	for i = h & mask; ; i = (i + 1) & mask {
-		switch t := s.tags[i]; t {
-		case tagEmpty:
+		switch v := s.slots[i]; {
+		case v == 0:
 			if free != ^uint64(0) {
 				return free, tag, false
 			}
 			return i, tag, false
-		case tagDeleted:
+		case v == keyDeleted:
 			if free == ^uint64(0) {
 				free = i
 			}
-		case tag:
-			if recordKey(*rt.recAt(s.slots[i])) == key {
+		case v&^idMask == tag:
+			if recordKey(*rt.recAt(rowID(v & idMask))) == key {
 				return i, tag, true
 			}
 		}
 	}
 }
 
-// room makes room for one more id.
+// room makes room for one more id, the next new id of rt included.
 func (s *keySet) room(rt *rowTable) {
+	if next := rt.nextID(); uint64(next) >= 1<<s.bits() {
+		s.widen(rt, next)
+	}
 	if (s.used+1)*8 > len(s.slots)*7 {
 		s.grow(rt)
 	}
 }
 
 // fill puts id in slot i (from slot, not found) with tag.
-func (s *keySet) fill(i uint64, id rowID, tag uint8) {
-	if s.tags[i] == tagEmpty {
+func (s *keySet) fill(i uint64, id rowID, tag uint32) {
+	if s.slots[i] == 0 {
 		s.used++
 	}
-	s.slots[i], s.tags[i] = id, tag
+	s.slots[i] = tag | uint32(id)
 	s.n++
 }
 
 // put adds id under its row's key, which must not be in the set.
 func (s *keySet) put(rt *rowTable, id rowID) {
+	if uint64(id) >= 1<<s.bits() {
+		s.widen(rt, id)
+	}
 	if (s.used+1)*8 > len(s.slots)*7 {
 		s.grow(rt)
 	}
-	h, tag := hashKey(rt.key(id))
+	h := hashKey64(rt.key(id))
+	tag := s.tag(h)
 	mask := uint64(len(s.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
-		if t := s.tags[i]; t < 0x80 {
-			if t == tagEmpty {
+		if v := s.slots[i]; v <= keyDeleted {
+			if v == 0 {
 				s.used++
 			}
-			s.slots[i], s.tags[i] = id, tag
+			s.slots[i] = tag | uint32(id)
 			s.n++
 			return
 		}
@@ -603,19 +655,21 @@ func (s *keySet) remove(rt *rowTable, key string) rowID {
 	if s.n == 0 {
 		return 0
 	}
-	h, tag := hashKey(key)
+	h := hashKey64(key)
+	tag, idMask := s.tag(h), uint32(1)<<s.bits()-1
 	mask := uint64(len(s.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
-		switch t := s.tags[i]; t {
-		case tagEmpty:
+		v := s.slots[i]
+		if v == 0 {
 			return 0
-		case tag:
-			if id := s.slots[i]; recordKey(*rt.recAt(id)) == key {
-				s.slots[i], s.tags[i] = 0, tagDeleted
+		}
+		if v&^idMask == tag {
+			if id := rowID(v & idMask); recordKey(*rt.recAt(id)) == key {
+				s.slots[i] = keyDeleted
 				s.n--
 				if s.n == 0 {
 					// Nothing left to probe past: every slot is free again.
-					clear(s.tags)
+					clear(s.slots)
 					s.used = 0
 				}
 				return id
@@ -634,7 +688,7 @@ func (s *keySet) reserve(n int) {
 	for (n+1)*8 > size*7 {
 		size *= 2
 	}
-	s.slots, s.tags = make([]rowID, size), make([]uint8, size)
+	s.slots = make([]uint32, size)
 }
 
 // grow makes room for one more id: the same size without tombstones when
@@ -650,19 +704,38 @@ func (s *keySet) grow(rt *rowTable) {
 	for (s.n+1)*8 > size*7 {
 		size *= 2
 	}
-	old, oldTags := s.slots, s.tags
-	s.slots, s.tags, s.used = make([]rowID, size), make([]uint8, size), 0
+	s.rehash(rt, size, s.bits())
+}
+
+// widen gives the ids enough bits for id, taking them from the tags: the
+// set is rebuilt at its size.
+func (s *keySet) widen(rt *rowTable, id rowID) {
+	sh := s.bits()
+	for uint64(id) >= 1<<sh {
+		sh++
+	}
+	if sh > 31 {
+		panic("engine: a table's rows ran out of row ids (2^31)")
+	}
+	s.rehash(rt, len(s.slots), sh)
+}
+
+// rehash rebuilds the set with size slots and shift bits for the ids.
+func (s *keySet) rehash(rt *rowTable, size int, shift uint8) {
+	old, oldMask := s.slots, uint32(1)<<s.bits()-1
+	s.slots, s.used, s.shift = make([]uint32, size), 0, shift
 	mask := uint64(size - 1)
-	for j, id := range old {
-		if oldTags[j] < 0x80 {
+	for _, v := range old {
+		if v <= keyDeleted {
 			continue
 		}
-		h, tag := hashKey(rt.key(id))
+		id := rowID(v & oldMask)
+		h := hashKey64(rt.key(id))
 		i := h & mask
-		for s.tags[i] != tagEmpty {
+		for s.slots[i] != 0 {
 			i = (i + 1) & mask
 		}
-		s.slots[i], s.tags[i] = id, tag
+		s.slots[i] = s.tag(h) | uint32(id)
 		s.used++
 	}
 }
@@ -672,14 +745,16 @@ func (s *keySet) grow(rt *rowTable) {
 func (s *keySet) all() iter.Seq[rowID] {
 	return func(yield func(rowID) bool) {
 		slots := s.slots
+		idMask := uint32(1)<<s.bits() - 1
 		for i := range slots {
 			if &s.slots[0] != &slots[0] {
 				panic("engine: keySet grew while ranged over")
 			}
-			if s.tags[i] < 0x80 {
+			v := slots[i]
+			if v <= keyDeleted {
 				continue
 			}
-			if !yield(slots[i]) {
+			if !yield(rowID(v & idMask)) {
 				return
 			}
 		}

@@ -11,11 +11,17 @@ import (
 // as truncate does) and checks after every step that each key's row
 // reads back its last values, that a row leaves the key set when dropped
 // and its id is freed only once no holder is left, and that an id is
-// reused only after recycle.
+// reused only after recycle. Odd rounds start the key set's ids at 3
+// bits, so that it widens as the ids grow.
 func TestRowTable(t *testing.T) {
+	defer func(b uint8) { keyIDBits = b }(keyIDBits)
 	rng := rand.New(rand.NewPCG(3, 4))
 	holders := []*viewSource{{hid: 1}, {hid: 2}, {hid: 3}}
 	for round := 0; round < 30; round++ {
+		keyIDBits = 24
+		if round%2 == 1 {
+			keyIDBits = 3
+		}
 		var rt rowTable
 		type row struct {
 			id   rowID
@@ -109,6 +115,59 @@ func TestRowTable(t *testing.T) {
 			}
 			check(step)
 		}
+	}
+}
+
+// TestKeySetWiden adds rows to a key set whose ids start at 3 bits by
+// every path that adds one (insert, put, adopt from a stage), removes
+// some, and checks that each key finds its row and the set ranges over
+// exactly the rows in it, with ids past what the tags first left them.
+func TestKeySetWiden(t *testing.T) {
+	defer func(b uint8) { keyIDBits = b }(keyIDBits)
+	keyIDBits = 3
+	var rt, stage rowTable
+	stage.stage = true
+	want := make(map[string]rowID)
+	for i := 0; i < 3000; i++ {
+		k := strconv.Itoa(i)
+		switch i % 3 {
+		case 0:
+			want[k] = rt.insert(k, []any{int64(i)})
+		case 1:
+			want[k] = rt.put(k, rowVals{enc: rt.vals(rt.insert("x"+k, []any{int64(i)})).enc})
+			rt.drop(rt.lookup("x" + k))
+		default:
+			id, added := rt.adopt(&stage, stage.put(k, rowVals{enc: "e"}))
+			if !added {
+				t.Fatalf("adopt(%s) found a row", k)
+			}
+			want[k] = id
+		}
+		if i%7 == 0 {
+			rt.drop(want[k])
+			delete(want, k)
+		}
+		if i%500 == 0 {
+			rt.recycle()
+		}
+	}
+	if rt.keys.bits() < 12 {
+		t.Fatalf("the key set's ids have %d bits after %d ids", rt.keys.bits(), rt.nextID()-1)
+	}
+	for k, id := range want {
+		if got := rt.lookup(k); got != id {
+			t.Fatalf("lookup(%s) = %d, want %d", k, got, id)
+		}
+	}
+	n := 0
+	for id := range rt.all() {
+		if want[rt.key(id)] != id {
+			t.Fatalf("the key set ranges over %d (%s), not in it", id, rt.key(id))
+		}
+		n++
+	}
+	if n != len(want) || rt.len() != len(want) {
+		t.Fatalf("the key set ranges over %d rows, len %d, want %d", n, rt.len(), len(want))
 	}
 }
 

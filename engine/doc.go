@@ -25,8 +25,9 @@
 //     id); freed when no view holds it, reused only after the core call
 //     that freed it.
 //   - key set: a table's row ids by their rows' keys, an open-addressing
-//     table of ids with a tag byte each, keys compared in the records
-//     (keySet, core_rowtable.go).
+//     table of 4-byte slots, each an id with a tag from its key's hash in
+//     the bits the ids do not need, keys compared in the records (keySet,
+//     core_rowtable.go).
 //   - members: the result of a single-table view without ORDER BY or
 //     LIMIT (a plain, COUNT(*) or aggregate view's rows): a set of row ids,
 //     open addressing while it holds few of its table's ids and a bitmap
