@@ -436,7 +436,7 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 		// Past the shape's end: out of bounds, unless the shape is
 		// still catching up after a restart (its new position will pass
 		// every offset it ever handed out).
-		past := !req.offset.Virtual() && !req.offset.Before && req.offset.Compare(latest) > 0 && req.offset.Compare(Offset{Tx: seen}) > 0
+		past := pastLatest(req.offset, latest, seen)
 		oob := past && st == ready
 		if past && st != ready {
 			res.wait = true
@@ -501,6 +501,17 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 		srv.writeLog(w, r, s, req, handle, res, chunk, loc, seen, shared)
 		return
 	}
+}
+
+// pastLatest reports whether a request at o is out of bounds: past the
+// shape's latest offset (a snapshot chunk it does not have, while it has
+// no changes, or a change it has not made), and past seen_0, where
+// Electric's SSE client resumes after an up-to-date naming seen.
+func pastLatest(o, latest Offset, seen uint64) bool {
+	if o.Before || o.Compare(latest) <= 0 {
+		return false
+	}
+	return o.Virtual() || o.Compare(Offset{Tx: seen}) > 0
 }
 
 // writeLog writes a response: the messages of res (their bytes shared

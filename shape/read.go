@@ -46,7 +46,23 @@ func (s *Shape) readLocked(o Offset, limit int) (chunkResult, *chunkLoc) {
 			}
 			return res, nil
 		}
-		return chunkResult{stale: true}, nil
+		if o.Op < s.gens[0].base {
+			return chunkResult{stale: true}, nil
+		}
+		// Past the newest generation's last chunk. While the shape's
+		// latest offset is that chunk, this is out of bounds (the
+		// caller's, as for a real offset past the latest). Once the
+		// shape has changes, Electric serves such an offset as the end
+		// of the snapshot: the log from its start (in Freshet, the
+		// newest generation's log).
+		if s.latest.Compare(o) < 0 {
+			return chunkResult{end: o}, nil
+		}
+		res := s.tailLocked(cur.at, limit)
+		if len(res.msgs) == 0 {
+			res.end = cur.at
+		}
+		return res, nil
 	}
 	if o.Compare(s.gens[0].at) < 0 {
 		return chunkResult{stale: true}, nil

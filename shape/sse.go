@@ -26,7 +26,18 @@ func (srv *Server) serveSSE(w http.ResponseWriter, r *http.Request, s *Shape, re
 	}
 	h := w.Header()
 	h.Set("electric-handle", handle)
-	h.Set("electric-offset", req.offset.String())
+	// At an offset past the shape's latest, Electric's stream names the
+	// latest (determine_log_chunk_offset), and ends after half the
+	// long-poll timeout if the offset has not appeared by then.
+	pos := uint64(srv.cfg.Engine.Position())
+	s.mu.Lock()
+	latest, past := s.latest, s.st == ready && pastLatest(req.offset, s.latest, s.resumeLocked(pos))
+	s.mu.Unlock()
+	if past {
+		h.Set("electric-offset", latest.String())
+	} else {
+		h.Set("electric-offset", req.offset.String())
+	}
 	h.Set("electric-cursor", srv.nextCursor(req.cursor))
 	h.Set("content-type", "text/event-stream")
 	h.Set("cache-control", "public, max-age="+strconv.Itoa(max(int(srv.cfg.SSETimeout/time.Second)-1, 0)))
@@ -36,6 +47,8 @@ func (srv *Server) serveSSE(w http.ResponseWriter, r *http.Request, s *Shape, re
 	ctx := r.Context()
 	end := time.NewTimer(srv.cfg.SSETimeout)
 	defer end.Stop()
+	oob := time.NewTimer(srv.cfg.LongPoll / 2)
+	defer oob.Stop()
 	off := req.offset
 	for {
 		pos := uint64(srv.cfg.Engine.Position())
@@ -43,6 +56,9 @@ func (srv *Server) serveSSE(w http.ResponseWriter, r *http.Request, s *Shape, re
 		res, loc := s.readLocked(off, srv.cfg.ChunkBytes)
 		seen := s.resumeLocked(pos)
 		st := s.st
+		if past && !(st == ready && pastLatest(off, s.latest, seen)) {
+			past = false // the offset appeared
+		}
 		var ch <-chan struct{}
 		if !(loc != nil || (len(res.msgs) > 0 && !res.upToDate)) {
 			ch = s.waitLocked() // this pass ends waiting: made under the read's lock
@@ -75,9 +91,16 @@ func (srv *Server) serveSSE(w http.ResponseWriter, r *http.Request, s *Shape, re
 				continue // more to send at once
 			}
 		}
+		var oobC <-chan time.Time
+		if past {
+			oobC = oob.C
+		}
 		ka := time.NewTimer(srv.cfg.SSEKeepAlive)
 		select {
 		case <-ch:
+		case <-oobC:
+			ka.Stop()
+			return
 		case <-ka.C:
 			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
 				return
