@@ -183,3 +183,48 @@ func TestOutOfBoundsSSE(t *testing.T) {
 		t.Fatal("the SSE stream at an out-of-bounds offset did not end")
 	}
 }
+
+// OPTIONS's access-control-allow-headers is Electric's Api.Options: the
+// request's access-control-request-headers fields (each header line,
+// not split at commas) whose value, lower-cased, is if-none-match or
+// traceparent, kept as sent, in order, joined by "," with no space; none
+// kept, no header. (Freshet split a field at commas, lower-cased the
+// names and joined them with ", ".)
+func TestOptionsAllowHeaders(t *testing.T) {
+	e := newEnv(t, "", nil)
+	for _, c := range []struct {
+		fields []string
+		want   string // "-": no access-control-allow-headers
+	}{
+		{[]string{"If-None-Match"}, "If-None-Match"},
+		{[]string{"traceparent"}, "traceparent"},
+		{[]string{"TraceParent", "x-custom", "if-none-match"}, "TraceParent,if-none-match"},
+		{[]string{"if-none-match, traceparent"}, "-"},
+		{[]string{"if-none-match,traceparent"}, "-"},
+		{[]string{"x-custom"}, "-"},
+		{nil, "-"},
+	} {
+		req, err := http.NewRequest("OPTIONS", e.url+"/v1/shape", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range c.fields {
+			req.Header.Add("Access-Control-Request-Headers", f)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		r := resp{code: res.StatusCode, h: res.Header}
+		wantResp(t, sprintf("OPTIONS %q", c.fields), r, 204, "", map[string]string{
+			"access-control-allow-headers":  c.want,
+			"access-control-max-age":        "86400",
+			"connection":                    "keep-alive",
+			"cache-control":                 "-",
+			"access-control-allow-origin":   "*",
+			"access-control-allow-methods":  "GET, POST, HEAD, DELETE, OPTIONS",
+			"access-control-expose-headers": "electric-cursor,electric-handle,electric-has-data,electric-offset,electric-schema,electric-up-to-date,electric-internal-known-error,retry-after",
+		})
+	}
+}

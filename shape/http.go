@@ -123,15 +123,18 @@ func (srv *Server) health(w http.ResponseWriter, r *http.Request) {
 func (srv *Server) options(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("access-control-max-age", "86400")
+	// As Electric's Api.Options: each access-control-request-headers
+	// field whose whole value is one of the two names, in any case, is
+	// kept as sent, in order, joined by ",". A field listing several
+	// names ("if-none-match, traceparent") is not split, and is dropped.
 	var allowed []string
-	for _, x := range strings.Split(r.Header.Get("Access-Control-Request-Headers"), ",") {
-		x = strings.ToLower(strings.TrimSpace(x))
-		if x == "if-none-match" || x == "traceparent" {
+	for _, x := range r.Header.Values("Access-Control-Request-Headers") {
+		if l := strings.ToLower(x); l == "if-none-match" || l == "traceparent" {
 			allowed = append(allowed, x)
 		}
 	}
 	if len(allowed) > 0 {
-		h.Set("access-control-allow-headers", strings.Join(allowed, ", "))
+		h.Set("access-control-allow-headers", strings.Join(allowed, ","))
 	}
 	h.Set("connection", "keep-alive")
 	// No cache-control, as Electric's (Api.Options deletes it): the
