@@ -328,9 +328,9 @@ func TestMemoryPerRow(t *testing.T) {
 		max   float64 // bytes per row allowed
 	}{
 		{"narrow/1 view", 0, 1, 79},
-		{"narrow/10 views", 0, 10, 204},
+		{"narrow/10 views", 0, 10, 105},
 		{"wide/1 view", 250, 1, 357},
-		{"wide/10 views", 250, 10, 483},
+		{"wide/10 views", 250, 10, 384},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

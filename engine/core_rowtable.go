@@ -32,9 +32,10 @@ type rowTable struct {
 	meta []metaChunk // ids 1, 2, ... in chunks of up to rowChunk
 	cur  int         // the chunk being filled: those before it are full, those after it empty
 	keys keySet
-	// more holds, for a row held by more than one view source, the
-	// holder ids of the view sources besides its first.
-	more map[rowID][]uint32
+	// lists holds the holder lists of rows held by more than one view
+	// source, each once: rows held by the same view sources, in the same
+	// order, share one.
+	lists holderLists
 	// boxes holds the boxed values (rowVals.boxes) of rows whose
 	// encodings have some.
 	boxes    map[rowID]*[]any
@@ -46,9 +47,9 @@ type rowTable struct {
 }
 
 // metaChunk is what a rowTable keeps for a chunk of ids, per id: its
-// record (nil: a free id) and the holder id of one view source holding
-// it (0: none; the others are in rowTable.more, so a row one view holds
-// costs nothing more).
+// record (nil: a free id) and its holder word: the holder id of the one
+// view source holding it (0: none), or, with holdList set, the index of
+// its holder list in rowTable.lists when more than one holds it.
 type metaChunk struct {
 	recs []unsafe.Pointer
 	hold []uint32
@@ -79,6 +80,10 @@ const (
 
 // freedHolder marks the holder of a freed id: freeing it again panics.
 const freedHolder = ^uint32(0)
+
+// holdList marks a holder word naming a holder list (rowTable.lists), not
+// a holder id.
+const holdList = 1 << 31
 
 // A record is a row's key and encoding in one allocation: a uvarint of the
 // key's length times two (plus one when the encoding has boxed values), a
@@ -447,71 +452,147 @@ func (rt *rowTable) inOrder() iter.Seq[rowID] {
 	}
 }
 
-// holder returns the holder id of one view source holding id (0: none).
-func (rt *rowTable) holder(id rowID) uint32 { return *rt.holdAt(id) }
+// holder returns the holder id of one view source holding id (0: none;
+// freedHolder for a freed id).
+func (rt *rowTable) holder(id rowID) uint32 {
+	h := *rt.holdAt(id)
+	if h&holdList != 0 && h != freedHolder {
+		return rt.lists.get(h &^ holdList)[0]
+	}
+	return h
+}
 
 // addHolder records that vs holds row id.
 func (rt *rowTable) addHolder(id rowID, vs *viewSource) {
 	h := rt.holdAt(id)
-	if *h == 0 {
+	old := *h
+	if old == 0 {
 		*h = vs.hid
 		return
 	}
-	if rt.more == nil {
-		rt.more = make(map[rowID][]uint32)
+	l := &rt.lists
+	buf := l.buf[:0]
+	if old&holdList == 0 {
+		buf = append(buf, old)
+	} else {
+		buf = append(buf, l.get(old&^holdList)...)
 	}
-	more := rt.more[id]
-	if len(more) == cap(more) {
-		// Grown by a quarter, not doubled: a row held by ten views keeps
-		// ten slots, not sixteen.
-		grown := make([]uint32, len(more), len(more)+max(2, len(more)/4))
-		copy(grown, more)
-		more = grown
+	buf = append(buf, vs.hid)
+	*h = holdList | l.intern(buf)
+	if old&holdList != 0 {
+		l.unref(old &^ holdList)
 	}
-	rt.more[id] = append(more, vs.hid)
+	l.buf = buf
 }
 
 // dropHolder records that vs no longer holds row id (once: a view source
-// that held it twice, an old and a new result, holds it still).
+// that held it twice, an old and a new result, holds it still). The last
+// holder takes the place of the one dropped (the last of the others when
+// it was the first).
 func (rt *rowTable) dropHolder(id rowID, vs *viewSource) {
 	h := rt.holdAt(id)
-	var more []uint32
-	if len(rt.more) > 0 {
-		more = rt.more[id]
-	}
-	i := len(more) - 1
-	if *h != vs.hid {
-		for i >= 0 && more[i] != vs.hid {
-			i--
+	old := *h
+	if old&holdList == 0 {
+		if old == vs.hid {
+			*h = 0
 		}
-		if i < 0 {
-			return
-		}
-	} else if i < 0 {
-		*h = 0
 		return
 	}
-	last := len(more) - 1
-	if *h == vs.hid {
-		*h = more[last]
+	l := &rt.lists
+	ids := l.get(old &^ holdList)
+	i := len(ids) - 1
+	if ids[0] == vs.hid {
+		i = 0
 	} else {
-		more[i] = more[last]
+		for i > 0 && ids[i] != vs.hid {
+			i--
+		}
+		if i == 0 {
+			return
+		}
 	}
-	if last == 0 {
-		delete(rt.more, id)
+	buf := append(l.buf[:0], ids...)
+	last := len(buf) - 1
+	buf[i] = buf[last]
+	buf = buf[:last]
+	if len(buf) == 1 {
+		*h = buf[0]
 	} else {
-		rt.more[id] = more[:last]
+		*h = holdList | l.intern(buf)
 	}
+	l.unref(old &^ holdList)
+	l.buf = buf
 }
 
 // holders returns the holder ids of the view sources holding row id:
-// first (0: none) and the others.
+// first (0: none) and the others (not to be written: a holder list is
+// shared).
 func (rt *rowTable) holders(id rowID) (first uint32, more []uint32) {
-	first = *rt.holdAt(id)
-	if first != 0 && len(rt.more) > 0 {
-		more = rt.more[id]
+	h := *rt.holdAt(id)
+	if h&holdList == 0 || h == freedHolder {
+		return h, nil
 	}
-	return first, more
+	ids := rt.lists.get(h &^ holdList)
+	return ids[0], ids[1:]
+}
+
+// holderLists keeps the holder lists of a rowTable's rows held by more
+// than one view source, each list once, with the number of rows naming
+// it: ten views holding the same rows cost a row 4 bytes (its holder
+// word), not 4 a view. A list is never written once made: a row given or
+// rid of a holder names another list (intern), and a list no row names
+// is forgotten and its index reused (unref).
+type holderLists struct {
+	lists []string          // list i: its holder ids, 4 bytes each ("": a free index)
+	refs  []int32           // rows naming list i
+	index map[string]uint32 // list by its bytes
+	free  []uint32          // free indexes
+	buf   []uint32          // scratch for the list being made
+}
+
+// get returns list i's holder ids (aliasing the list: not to be written).
+func (l *holderLists) get(i uint32) []uint32 {
+	s := l.lists[i]
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.StringData(s))), len(s)/4)
+}
+
+// intern returns the index of the list of ids (two or more), made when
+// no row names it yet, counting one more row naming it.
+func (l *holderLists) intern(ids []uint32) uint32 {
+	b := unsafe.String((*byte)(unsafe.Pointer(&ids[0])), 4*len(ids))
+	if i, ok := l.index[b]; ok {
+		l.refs[i]++
+		return i
+	}
+	s := string([]byte(b)) // a copy: b aliases the scratch
+	var i uint32
+	if n := len(l.free); n > 0 {
+		i = l.free[n-1]
+		l.free = l.free[:n-1]
+		l.lists[i], l.refs[i] = s, 1
+	} else {
+		i = uint32(len(l.lists))
+		if i >= holdList-1 {
+			panic("engine: a table's rows have more than 2^31 holder lists")
+		}
+		l.lists, l.refs = append(l.lists, s), append(l.refs, 1)
+	}
+	if l.index == nil {
+		l.index = make(map[string]uint32)
+	}
+	l.index[s] = i
+	return i
+}
+
+// unref counts one row fewer naming list i, forgetting it when none is
+// left.
+func (l *holderLists) unref(i uint32) {
+	if l.refs[i]--; l.refs[i] > 0 {
+		return
+	}
+	delete(l.index, l.lists[i])
+	l.lists[i] = ""
+	l.free = append(l.free, i)
 }
 
 // keySet is a rowTable's ids by their rows' keys: an open-addressing

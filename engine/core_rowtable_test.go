@@ -16,7 +16,29 @@ import (
 func TestRowTable(t *testing.T) {
 	defer func(b uint8) { keyIDBits = b }(keyIDBits)
 	rng := rand.New(rand.NewPCG(3, 4))
-	holders := []*viewSource{{hid: 1}, {hid: 2}, {hid: 3}}
+	holders := []*viewSource{{hid: 1}, {hid: 2}, {hid: 3}, {hid: 4}, {hid: 5}}
+	// sameHolders reports whether row id's holders are hs, as a multiset.
+	sameHolders := func(rt *rowTable, id rowID, hs []*viewSource) bool {
+		first, more := rt.holders(id)
+		got := make(map[uint32]int)
+		if first != 0 {
+			got[first]++
+		} else if len(more) > 0 {
+			return false
+		}
+		for _, h := range more {
+			got[h]++
+		}
+		for _, vs := range hs {
+			got[vs.hid]--
+		}
+		for _, n := range got {
+			if n != 0 {
+				return false
+			}
+		}
+		return rt.holder(id) == first
+	}
 	for round := 0; round < 30; round++ {
 		keyIDBits = 24
 		if round%2 == 1 {
@@ -109,11 +131,29 @@ func TestRowTable(t *testing.T) {
 				clear(freedNow)
 			}
 			for id, hs := range detached {
-				if first, more := rt.holders(id); first == 0 || 1+len(more) != len(hs) {
-					t.Fatalf("detached row %d has %d holders, want %d", id, 1+len(more), len(hs))
+				if first, more := rt.holders(id); first == 0 || !sameHolders(&rt, id, hs) {
+					t.Fatalf("detached row %d has holders %d %v, want %d", id, first, more, len(hs))
 				}
 			}
+			if r := m[k]; r != nil && !sameHolders(&rt, r.id, r.hold) {
+				first, more := rt.holders(r.id)
+				t.Fatalf("round %d step %d: row %s has holders %d %v, want %d", round, step, k, first, more, len(r.hold))
+			}
 			check(step)
+		}
+		// Every holder let go: no holder list is left.
+		for _, r := range m {
+			for _, vs := range r.hold {
+				rt.dropHolder(r.id, vs)
+			}
+		}
+		for id, hs := range detached {
+			for _, vs := range hs {
+				rt.dropHolder(id, vs)
+			}
+		}
+		if len(rt.lists.index) != 0 || len(rt.lists.free) != len(rt.lists.lists) {
+			t.Fatalf("round %d: %d holder lists left, %d of %d indexes free", round, len(rt.lists.index), len(rt.lists.free), len(rt.lists.lists))
 		}
 	}
 }

@@ -14,9 +14,11 @@
 //   - held row: one row of a table the core keeps, once per (table, row
 //     key) however many views hold it: a record (its key and its row
 //     values in one allocation) under a row id in the table's rowTable,
-//     with the holder ids of the view sources holding it
-//     (core_rowtable.go). There is no Go object per row: views name a row
-//     by its id.
+//     with the holder id of the view source holding it, or the index of
+//     its holder list when several do: the list of their holder ids,
+//     kept once for all the rows held by the same view sources
+//     (holderLists, core_rowtable.go). There is no Go object per row:
+//     views name a row by its id.
 //   - holder id: a view source's 4-byte name in the rows it holds
 //     (viewSource.hid; state.holderSrcs finds the view source), freed when
 //     its view ends and reused from the core's next call on.
