@@ -5,7 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
-	"encoding/hex"
+	"encoding/base64"
 	"errors"
 	"io"
 	"math/big"
@@ -46,9 +46,7 @@ func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (srv *Server) serve(w http.ResponseWriter, r *http.Request, p string) {
 	h := w.Header()
-	var id [8]byte
-	_, _ = rand.Read(id[:])
-	h.Set("x-request-id", hex.EncodeToString(id[:]))
+	h.Set("x-request-id", requestID(r))
 	h.Set("electric-server", "Freshet/"+srv.cfg.ServerVersion)
 	if o := r.Header.Get("Origin"); o != "" {
 		h.Set("access-control-allow-origin", o)
@@ -56,16 +54,24 @@ func (srv *Server) serve(w http.ResponseWriter, r *http.Request, p string) {
 		h.Set("access-control-allow-origin", "*")
 	}
 	h.Set("access-control-expose-headers", exposeHeaders)
-	switch p {
-	case "/v1/health":
+	// Electric's router: GET and HEAD / answer 200 "", GET /v1/health its
+	// status, GET, HEAD, POST, DELETE and OPTIONS /v1/shape the shape API;
+	// anything else, another method on those paths too, 404 "Not found"
+	// (with the other paths' CORS methods and no authentication).
+	get := r.Method == http.MethodGet || r.Method == http.MethodHead
+	switch {
+	case p == "/" && get:
+		h.Set("access-control-allow-methods", otherMethods)
+		writePlain(w, http.StatusOK, nil, false)
+		return
+	case p == "/v1/health" && get:
 		h.Set("access-control-allow-methods", otherMethods)
 		srv.health(w, r)
 		return
-	case "/v1/shape":
+	case p == "/v1/shape" && (get || r.Method == http.MethodPost || r.Method == http.MethodDelete || r.Method == http.MethodOptions):
 	default:
 		h.Set("access-control-allow-methods", otherMethods)
-		w.WriteHeader(http.StatusNotFound)
-		io.WriteString(w, "Not found")
+		writePlain(w, http.StatusNotFound, []byte("Not found"), false)
 		return
 	}
 	h.Set("access-control-allow-methods", shapeMethods)
@@ -75,17 +81,30 @@ func (srv *Server) serve(w http.ResponseWriter, r *http.Request, p string) {
 		return
 	}
 	if !srv.authorized(r) {
-		writeError(w, http.StatusUnauthorized, []byte(`{"message":"Unauthorized - Invalid API secret"}`))
+		// Electric's router sends its 401 before its CORS headers, with
+		// Plug's default cache-control and no content-type; Freshet keeps
+		// the CORS headers, so that a browser's client sees the 401
+		// (docs/shape-api.md, "Where Freshet differs").
+		writePlain(w, http.StatusUnauthorized, []byte(`{"message":"Unauthorized - Invalid API secret"}`), false)
 		return
 	}
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodPost:
-		srv.serveShape(w, r)
-	case http.MethodDelete:
+	if r.Method == http.MethodDelete {
 		srv.deleteShape(w, r)
-	default:
-		writeError(w, http.StatusNotFound, []byte("Not found"))
+		return
 	}
+	srv.serveShape(w, r)
+}
+
+// requestID is the response's x-request-id, as Electric's Plug.RequestId
+// gives it: the request's own when it has 20 to 200 bytes, else 20
+// random URL-safe base64 characters.
+func requestID(r *http.Request) string {
+	if id := r.Header.Get("x-request-id"); len(id) >= 20 && len(id) <= 200 {
+		return id
+	}
+	var b [15]byte
+	_, _ = rand.Read(b[:])
+	return base64.URLEncoding.EncodeToString(b[:])
 }
 
 func (srv *Server) authorized(r *http.Request) bool {
@@ -142,11 +161,22 @@ func (srv *Server) options(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// writeError answers a status >= 400 that must not be cached.
-func writeError(w http.ResponseWriter, code int, body []byte) {
+// plugCache is the cache-control of an Electric response that sets none
+// (Plug.Conn's default): its root, its unknown routes, its 401, its
+// request-body errors and its 500.
+const plugCache = "max-age=0, private, must-revalidate"
+
+// writeError answers a status >= 400 as Electric's Response.send does: a
+// GET's (or HEAD's) must not be cached, by a CDN either; any other
+// method's is no-cache, as all its responses are.
+func writeError(w http.ResponseWriter, r *http.Request, code int, body []byte) {
 	h := w.Header()
-	h.Set("cache-control", "no-store")
-	h.Set("surrogate-control", "no-store")
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		h.Set("cache-control", "no-store")
+		h.Set("surrogate-control", "no-store")
+	} else {
+		h.Set("cache-control", "no-cache")
+	}
 	if len(body) > 0 && (body[0] == '{' || body[0] == '[') {
 		h.Set("content-type", jsonType)
 	}
@@ -154,18 +184,40 @@ func writeError(w http.ResponseWriter, code int, body []byte) {
 	w.Write(body)
 }
 
-func writeFieldErrors(w http.ResponseWriter, fe *fieldErrors) {
-	writeError(w, http.StatusBadRequest, fe.body())
+// writePlain answers as Electric's plugs that send a response directly
+// (send_resp): Plug's default cache-control, and a JSON content-type only
+// where the plug put one (none sniffed).
+func writePlain(w http.ResponseWriter, code int, body []byte, json bool) {
+	h := w.Header()
+	h.Set("cache-control", plugCache)
+	if json {
+		h.Set("content-type", jsonType)
+	} else {
+		h["Content-Type"] = nil
+	}
+	w.WriteHeader(code)
+	w.Write(body)
 }
 
+func writeFieldErrors(w http.ResponseWriter, r *http.Request, fe *fieldErrors) {
+	writeError(w, r, http.StatusBadRequest, fe.body())
+}
+
+// unavailable answers 503: no-store, by a CDN either, for every method,
+// as Electric's database and admission 503s.
 func (srv *Server) unavailable(w http.ResponseWriter, retry int, body string) {
-	w.Header().Set("retry-after", strconv.Itoa(retry))
-	writeError(w, http.StatusServiceUnavailable, []byte(body))
+	h := w.Header()
+	h.Set("retry-after", strconv.Itoa(retry))
+	h.Set("cache-control", "no-store")
+	h.Set("surrogate-control", "no-store")
+	h.Set("content-type", jsonType)
+	w.WriteHeader(http.StatusServiceUnavailable)
+	io.WriteString(w, body)
 }
 
 func (srv *Server) internalError(w http.ResponseWriter, err error) {
 	srv.log.Error("shape: request failed", "err", err)
-	writeError(w, http.StatusInternalServerError, []byte(`{"error":"Internal server error"}`))
+	writePlain(w, http.StatusInternalServerError, []byte(`{"error":"Internal server error"}`), true)
 }
 
 // mustRefetch answers 409 with the handle of the shape that now matches.
@@ -188,10 +240,10 @@ func (srv *Server) mustRefetch(w http.ResponseWriter, r *http.Request, handle st
 }
 
 // createErr answers a failure of getOrCreate.
-func (srv *Server) createErr(w http.ResponseWriter, fe *fieldErrors, err error) {
+func (srv *Server) createErr(w http.ResponseWriter, r *http.Request, fe *fieldErrors, err error) {
 	switch {
 	case fe != nil:
-		writeFieldErrors(w, fe)
+		writeFieldErrors(w, r, fe)
 	case errors.Is(err, errShapeLimit):
 		srv.unavailable(w, 5, `{"code":"shape_limit_exceeded","message":"The server holds its most shapes (--shape-max-shapes `+strconv.Itoa(srv.cfg.MaxShapes)+`), please retry"}`)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -274,7 +326,7 @@ func (s *Shape) waitFirst(ctx context.Context, d time.Duration, needReady bool) 
 func (srv *Server) serveShape(w http.ResponseWriter, r *http.Request) {
 	req, fe := parseRequest(r.URL.Query())
 	if fe != nil {
-		writeFieldErrors(w, fe)
+		writeFieldErrors(w, r, fe)
 		return
 	}
 	if srv.cfg.Origin != nil {
@@ -290,17 +342,22 @@ func (srv *Server) serveShape(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
 		body, err := io.ReadAll(io.LimitReader(r.Body, srv.cfg.MaxBodyBytes+1))
 		if err != nil {
-			writeError(w, http.StatusBadRequest, []byte(`{"error":"Request body could not be read"}`))
+			writePlain(w, http.StatusBadRequest, []byte(`{"error":"Failed to read request body"}`), true)
 			return
 		}
 		if int64(len(body)) > srv.cfg.MaxBodyBytes {
-			writeError(w, http.StatusRequestEntityTooLarge, []byte(`{"error":"Request body too large"}`))
+			writePlain(w, http.StatusRequestEntityTooLarge, []byte(`{"error":"Request body too large"}`), true)
 			return
 		}
 		if len(bytes.TrimSpace(body)) > 0 {
 			sp, code, eb := parseSubsetBody(body)
 			if code != 0 {
-				writeError(w, code, eb)
+				if bytes.HasPrefix(eb, []byte(`{"error"`)) {
+					// Electric's parse_body sends these itself.
+					writePlain(w, code, eb, true)
+				} else {
+					writeError(w, r, code, eb)
+				}
 				return
 			}
 			req.subset = sp
@@ -313,7 +370,7 @@ func (srv *Server) serveShape(w http.ResponseWriter, r *http.Request) {
 		var err error
 		s, fe, err = srv.getOrCreate(ctx, req.def)
 		if s == nil {
-			srv.createErr(w, fe, err)
+			srv.createErr(w, r, fe, err)
 			return
 		}
 	} else {
@@ -321,7 +378,7 @@ func (srv *Server) serveShape(w http.ResponseWriter, r *http.Request) {
 		if s == nil || !s.def.equal(req.def) {
 			m, fe, err := srv.getOrCreate(ctx, req.def)
 			if m == nil {
-				srv.createErr(w, fe, err)
+				srv.createErr(w, r, fe, err)
 				return
 			}
 			srv.mustRefetch(w, r, m.Handle())
@@ -346,7 +403,7 @@ func (srv *Server) serveShape(w http.ResponseWriter, r *http.Request) {
 		if end.code != 0 {
 			fe := &fieldErrors{}
 			fe.add("shape", end.why)
-			writeError(w, end.code, fe.body())
+			writeError(w, r, end.code, fe.body())
 			return
 		}
 		srv.refetchFor(w, r, req.def)
@@ -371,7 +428,7 @@ func (srv *Server) serveShape(w http.ResponseWriter, r *http.Request) {
 func (srv *Server) refetchFor(w http.ResponseWriter, r *http.Request, def definition) {
 	m, fe, err := srv.getOrCreate(r.Context(), def)
 	if m == nil {
-		srv.createErr(w, fe, err)
+		srv.createErr(w, r, fe, err)
 		return
 	}
 	srv.mustRefetch(w, r, m.Handle())
@@ -480,7 +537,7 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 			if oob {
 				fe := &fieldErrors{}
 				fe.add("offset", "out of bounds for this shape")
-				writeFieldErrors(w, fe)
+				writeFieldErrors(w, r, fe)
 				return
 			}
 			if !req.live && !res.upToDate {
@@ -630,7 +687,7 @@ func (srv *Server) writeLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 
 func (srv *Server) deleteShape(w http.ResponseWriter, r *http.Request) {
 	if !srv.cfg.AllowDeletion {
-		writeError(w, http.StatusMethodNotAllowed, []byte(`{"message":"DELETE not allowed"}`))
+		writeError(w, r, http.StatusMethodNotAllowed, []byte(`{"message":"DELETE not allowed"}`))
 		return
 	}
 	q := r.URL.Query()
@@ -640,7 +697,7 @@ func (srv *Server) deleteShape(w http.ResponseWriter, r *http.Request) {
 		q.Set("offset", "-1")
 		req, fe := parseRequest(q)
 		if fe != nil {
-			writeFieldErrors(w, fe)
+			writeFieldErrors(w, r, fe)
 			return
 		}
 		srv.mu.Lock()
@@ -649,7 +706,7 @@ func (srv *Server) deleteShape(w http.ResponseWriter, r *http.Request) {
 		if s != nil && handle != "" && srv.lookup(handle) != s {
 			fe := &fieldErrors{}
 			fe.add("handle", "The specified shape definition and handle do not match. Please ensure the shape definition is correct or omit the shape handle from the request to obtain a new one.")
-			writeFieldErrors(w, fe)
+			writeFieldErrors(w, r, fe)
 			return
 		}
 	} else if handle != "" {
@@ -657,17 +714,23 @@ func (srv *Server) deleteShape(w http.ResponseWriter, r *http.Request) {
 	} else {
 		fe := &fieldErrors{}
 		fe.add("handle", "can't be blank when shape definition is missing")
-		writeFieldErrors(w, fe)
+		writeFieldErrors(w, r, fe)
 		return
 	}
 	if s == nil {
-		writeError(w, http.StatusNotFound, []byte(`{"message":"No existing shape found"}`))
+		writeError(w, r, http.StatusNotFound, []byte(`{"message":"No existing shape found"}`))
 		return
 	}
 	s.mu.Lock()
 	s.goneLocked("deleted")
 	s.mu.Unlock()
-	w.Header().Set("cache-control", "no-cache")
+	// Electric's 202 goes through Response.send from a plug that put a
+	// JSON content-type: no-cache (not a GET), electric-has-data "true"
+	// (status < 400), no body.
+	h := w.Header()
+	h.Set("cache-control", "no-cache")
+	h.Set("content-type", jsonType)
+	h.Set("electric-has-data", "true")
 	w.WriteHeader(http.StatusAccepted)
 }
 

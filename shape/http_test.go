@@ -228,9 +228,9 @@ func TestMustRefetchMismatchedDefinition(t *testing.T) {
 func TestDeleteDisabled405(t *testing.T) {
 	e := newEnv(t, itemsSetup, nil)
 	r := e.do("DELETE", qs("table", "items"), nil, "")
-	if r.code != 405 || r.body != `{"message":"DELETE not allowed"}` {
-		t.Errorf("DELETE disabled: %d %s", r.code, r.body)
-	}
+	// Through Electric's Response.send: not a GET, so no-cache.
+	wantResp(t, "DELETE disabled", r, 405, `{"message":"DELETE not allowed"}`, map[string]string{
+		"cache-control": "no-cache", "surrogate-control": "-", "content-type": "application/json; charset=utf-8"})
 }
 
 func TestDelete(t *testing.T) {

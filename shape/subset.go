@@ -34,14 +34,14 @@ func (srv *Server) serveSubset(w http.ResponseWriter, r *http.Request, s *Shape,
 	subErr := func(field, msg string) {
 		fe := &fieldErrors{}
 		fe.addSubset(field, msg)
-		writeFieldErrors(w, fe)
+		writeFieldErrors(w, r, fe)
 	}
 	queryErr := func(field, msg string) {
 		b := []byte(`{"message":"Invalid request","errors":{"subset":{`)
 		b = appendJSONString(b, field)
 		b = append(b, ':')
 		b = appendJSONString(b, msg)
-		writeError(w, http.StatusBadRequest, append(b, "}}}"...))
+		writeError(w, r, http.StatusBadRequest, append(b, "}}}"...))
 	}
 	params, msg := subsetParamList(sp.Params)
 	if msg != "" {

@@ -461,13 +461,11 @@ func (m *Main) serve(ctx context.Context, cfg *serveConfig) error {
 		cur.Load().shapes.ServeHTTP(w, r)
 	})))
 	// GET {base}/ answers 200 with an empty body, as Electric's root
-	// does (load balancers probe it); any other unknown path is 404.
-	mux.HandleFunc(b+"/", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != b+"/" || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
-			http.Error(w, "Not found", http.StatusNotFound)
-			return
-		}
-	})
+	// does (load balancers probe it), and any other unknown path 404
+	// "Not found": the shape server answers both as Electric's router.
+	mux.Handle(b+"/", http.StripPrefix(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cur.Load().shapes.ServeHTTP(w, r)
+	})))
 	mux.HandleFunc(b+"/healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
