@@ -233,6 +233,9 @@ func (srv *Server) mustRefetch(w http.ResponseWriter, r *http.Request, handle st
 	}
 	if handle != "" {
 		h.Set("electric-handle", handle)
+		// Electric's put_etag_headers, for a response with a handle and
+		// neither the request's offset nor its own: "<handle>::".
+		h.Set("etag", `"`+handle+`::"`)
 	}
 	h.Set("content-type", jsonType)
 	w.WriteHeader(http.StatusConflict)

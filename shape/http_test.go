@@ -210,6 +210,11 @@ func TestMustRefetchUnknownHandle(t *testing.T) {
 	if r.h.Get("electric-offset") != "" {
 		t.Errorf("409 carries electric-offset %q", r.h.Get("electric-offset"))
 	}
+	// Electric's Response.error(request, ..., handle: new) goes through
+	// put_etag_headers with the handle and no offsets, and sends no
+	// electric-has-data (>= 400), cursor, schema or up-to-date.
+	wantResp(t, "409", r, 409, r.body, map[string]string{"etag": `"` + h + `::"`, "electric-has-data": "-", "electric-schema": "-",
+		"electric-cursor": "-", "electric-up-to-date": "-", "surrogate-control": "-", "content-type": "application/json; charset=utf-8"})
 	// The 409 created the matching shape: -1 now answers with its handle.
 	if r2 := e.get("table", "items", "offset", "-1"); r2.h.Get("electric-handle") != h {
 		t.Errorf("-1 handle %q, want the 409's %q", r2.h.Get("electric-handle"), h)
