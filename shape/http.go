@@ -215,9 +215,12 @@ func (srv *Server) unavailable(w http.ResponseWriter, retry int, body string) {
 	io.WriteString(w, body)
 }
 
-func (srv *Server) internalError(w http.ResponseWriter, err error) {
+// internalError answers a subset that failed unexpectedly 500, through
+// writeError as Electric's Response.error(request, _, status: 500), with
+// Electric's catch-all body (the error is logged, never echoed).
+func (srv *Server) internalError(w http.ResponseWriter, r *http.Request, err error) {
 	srv.log.Error("shape: request failed", "err", err)
-	writePlain(w, http.StatusInternalServerError, []byte(`{"error":"Internal server error"}`), true)
+	writeError(w, r, http.StatusInternalServerError, []byte(`{"error":"Internal server error"}`))
 }
 
 // mustRefetch answers 409 with the handle of the shape that now matches.

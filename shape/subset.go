@@ -110,7 +110,7 @@ func (srv *Server) serveSubset(w http.ResponseWriter, r *http.Request, s *Shape,
 			queryErr("where", pe)
 			return
 		}
-		srv.internalError(w, err)
+		srv.internalError(w, r, err)
 		return
 	} else if ref != nil {
 		subErr("where", ref.Message)
@@ -122,7 +122,7 @@ func (srv *Server) serveSubset(w http.ResponseWriter, r *http.Request, s *Shape,
 			queryErr("where", pe)
 			return
 		}
-		srv.internalError(w, err)
+		srv.internalError(w, r, err)
 		return
 	}
 	// The offset to continue from: where a normal request at the same
@@ -140,8 +140,9 @@ func (srv *Server) serveSubset(w http.ResponseWriter, r *http.Request, s *Shape,
 	h.Set("electric-handle", handle)
 	h.Set("electric-offset", end.String())
 	h.Set("electric-schema", s.lay.schema)
+	// Electric's subset headers (put_resp_headers for :subset) carry
+	// no electric-has-data, etag or cursor.
 	h.Set("electric-snapshot", "true")
-	h.Set("electric-has-data", "true")
 	h.Set("cache-control", "no-cache")
 	h.Set("content-type", jsonType)
 	w.Write(res)
