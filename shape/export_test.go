@@ -14,9 +14,11 @@ func (srv *Server) BodyHolders() (holders, bodies int) {
 	srv.mu.Unlock()
 	for _, s := range shapes {
 		s.mu.Lock()
-		for _, b := range s.bodies {
-			holders += b.refs
-			bodies++
+		if s.x != nil {
+			for _, b := range s.x.bodies {
+				holders += b.refs
+				bodies++
+			}
 		}
 		s.mu.Unlock()
 	}

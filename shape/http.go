@@ -381,7 +381,7 @@ func (srv *Server) serveShape(w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		s = srv.lookup(req.handle)
-		if s == nil || !s.def.equal(req.def) {
+		if s == nil || !s.definition().equal(req.def) {
 			m, fe, err := srv.getOrCreate(ctx, req.def)
 			if m == nil {
 				srv.createErr(w, r, fe, err)
@@ -403,7 +403,7 @@ func (srv *Server) serveShape(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	st, end := s.st, s.end
+	st, end := s.st, s.endLocked()
 	s.mu.Unlock()
 	if st == gone {
 		if end.code != 0 {
@@ -443,7 +443,7 @@ func (srv *Server) refetchFor(w http.ResponseWriter, r *http.Request, def defini
 func (srv *Server) serveNow(w http.ResponseWriter, r *http.Request, s *Shape, handle string) {
 	pos := uint64(srv.cfg.Engine.Position())
 	s.mu.Lock()
-	latest, seen := s.latest, s.resumeLocked(pos)
+	latest, seen := s.latest.off(), s.resumeLocked(pos)
 	s.mu.Unlock()
 	h := w.Header()
 	h.Set("electric-handle", handle)
@@ -478,7 +478,7 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 		s.mu.Lock()
 		res, loc := s.readLocked(req.offset, srv.cfg.ChunkBytes)
 		seen := s.resumeLocked(pos)
-		st, latest := s.st, s.latest
+		st, latest := s.st, s.latest.off()
 		if res.stale {
 			// An offset older than what is kept: start again. The
 			// handle the client holds must not come back (Electric's
@@ -486,7 +486,8 @@ func (srv *Server) serveLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 			// shape takes a new one.
 			if s.handleLocked() == handle {
 				h := newHandle()
-				s.rotated = append(s.rotated, h)
+				x := s.rareLocked()
+				x.rotated = append(x.rotated, h)
 				if err := s.saveMetaLocked(); err != nil {
 					srv.log.Warn("shape: save new handle", "err", err)
 				}

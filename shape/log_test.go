@@ -259,9 +259,14 @@ func TestIdleExpiry(t *testing.T) {
 	if r := e.get("table", "items", "offset", "0_0", "handle", h); r.code != 409 || r.h.Get("electric-handle") == h {
 		t.Errorf("GET of an expired shape: %d %q", r.code, r.h.Get("electric-handle"))
 	}
-	if _, err := os.Stat(filepath.Join(e.cfg.DataDir, h)); !os.IsNotExist(err) {
-		t.Errorf("the expired shape's directory is still there: %v", err)
-	}
+	// The files go after the engine's unsubscription, off the reaper's
+	// goroutine (forget).
+	eventually(t, 20*time.Second, func() string {
+		if _, err := os.Stat(filepath.Join(e.cfg.DataDir, h)); !os.IsNotExist(err) {
+			return fmt.Sprintf("the expired shape's directory is still there: %v", err)
+		}
+		return ""
+	})
 }
 
 // A log=changes_only shape survives a restart although its log updates

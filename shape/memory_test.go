@@ -225,8 +225,8 @@ func measureShapes(t *testing.T, n int, rows bool, profile string) memFigures {
 // profile with the one-row shapes live.
 func TestShapeMemory(t *testing.T) {
 	const (
-		maxShapeBytes = 680
-		maxTotalBytes = 1520
+		maxShapeBytes = 472
+		maxTotalBytes = 1175
 		aim           = 1024
 	)
 	n := 500

@@ -34,13 +34,13 @@ func (s *Shape) readLocked(o Offset, limit int) (chunkResult, *chunkLoc) {
 			if o.Op < g.last() {
 				next := o.Op + 1
 				res := chunkResult{snapshot: true, end: Offset{Op: next}}
-				if next == g.last() && g == cur && !s.hasAfter(g.at) && s.st == ready {
+				if next == g.last() && g == cur && !s.hasAfter(g.at.off()) && s.st == ready {
 					res.upToDate = true
 				}
 				return res, &chunkLoc{file: s.file(g.file()), r: g.served(next - g.base)}
 			}
 			// The generation's last chunk: its log follows.
-			res := s.tailLocked(g.at, limit)
+			res := s.tailLocked(g.at.off(), limit)
 			if len(res.msgs) == 0 {
 				res.end = o
 			}
@@ -55,16 +55,16 @@ func (s *Shape) readLocked(o Offset, limit int) (chunkResult, *chunkLoc) {
 		// shape has changes, Electric serves such an offset as the end
 		// of the snapshot: the log from its start (in Freshet, the
 		// newest generation's log).
-		if s.latest.Compare(o) < 0 {
+		if s.latest.off().Compare(o) < 0 {
 			return chunkResult{end: o}, nil
 		}
-		res := s.tailLocked(cur.at, limit)
+		res := s.tailLocked(cur.at.off(), limit)
 		if len(res.msgs) == 0 {
-			res.end = cur.at
+			res.end = cur.at.off()
 		}
 		return res, nil
 	}
-	if o.Compare(s.gens[0].at) < 0 {
+	if o.Compare(s.gens[0].at.off()) < 0 {
 		return chunkResult{stale: true}, nil
 	}
 	res := s.tailLocked(o, limit)
@@ -113,12 +113,12 @@ func (s *Shape) tailLocked(o Offset, limit int) chunkResult {
 // before the lock: every output up to it is in the shape (pending or
 // durable).
 func (s *Shape) resumeLocked(pos uint64) uint64 {
-	if w := s.writes; w != nil && len(w.ops) > 0 {
+	if w := s.pendingLocked(); w != nil && len(w.ops) > 0 {
 		return w.ops[0].off.Tx
 	}
 	r := pos + 1
-	if !s.latest.Virtual() && s.latest.Tx+1 > r {
-		r = s.latest.Tx + 1
+	if l := s.latest.off(); !l.Virtual() && l.Tx+1 > r {
+		r = l.Tx + 1
 	}
 	return r
 }

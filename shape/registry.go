@@ -197,7 +197,7 @@ func newRegistry() *registry {
 	_, _ = rand.Read(b[:])
 	r.hseed = binary.LittleEndian.Uint64(b[:])
 	r.byName = shapeIndex{hash: func(s *Shape) uint64 { return s.name.hash(r.hseed) }, same: func(a, b *Shape) bool { return a.name == b.name }}
-	r.byDef = shapeIndex{hash: func(s *Shape) uint64 { return s.def.hash(r.seed) }, same: func(a, b *Shape) bool { return a.def.equal(b.def) }}
+	r.byDef = shapeIndex{hash: func(s *Shape) uint64 { d := s.definition(); return d.hash(r.seed) }, same: func(a, b *Shape) bool { return a.definition().equal(b.definition()) }}
 	return r
 }
 
@@ -215,7 +215,7 @@ func (r *registry) lookup(h string) *Shape {
 
 // get finds the shape of def.
 func (r *registry) get(def *definition) *Shape {
-	return r.byDef.get(def.hash(r.seed), func(s *Shape) bool { return s.def.equal(*def) })
+	return r.byDef.get(def.hash(r.seed), func(s *Shape) bool { return s.definition().equal(*def) })
 }
 
 // put registers s by its handles and its definition; rotated are its

@@ -143,8 +143,16 @@ const smallRows = 8
 
 // rowSet is a shape's current rows, found by the engine's key of each
 // row, or by their Electric keys while they are the rows reloaded from
-// disk (byKey).
+// disk (byKey). Its one row is held in the set itself: most shapes of an
+// app hold one row or none, and a slice of one costs its header and 16
+// bytes more.
 type rowSet struct {
+	one  entry     // the only row while more is nil (the zero entry: none)
+	more *moreRows // the rows once there are two, or for a set by Electric key
+}
+
+// moreRows is a set's rows beyond one.
+type moreRows struct {
 	small []entry
 	m     map[string]entry
 	byKey bool
@@ -153,33 +161,52 @@ type rowSet struct {
 // newRowSet returns an empty set sized for n rows.
 func newRowSet(n int, byKey bool) rowSet {
 	if n > smallRows {
-		return rowSet{m: make(map[string]entry, n), byKey: byKey}
+		return rowSet{more: &moreRows{m: make(map[string]entry, n), byKey: byKey}}
 	}
-	return rowSet{byKey: byKey}
+	if byKey {
+		return rowSet{more: &moreRows{byKey: true}}
+	}
+	return rowSet{}
 }
+
+// byKey reports whether rows are found by their Electric keys.
+func (rs *rowSet) byKey() bool { return rs.more != nil && rs.more.byKey }
 
 // of is the key e is found by in rs.
 func (rs *rowSet) of(e entry) string {
-	if rs.byKey {
+	if rs.byKey() {
 		return e.key()
 	}
 	return e.look()
 }
 
 func (rs *rowSet) len() int {
-	if rs.m != nil {
-		return len(rs.m)
+	if m := rs.more; m == nil {
+		if rs.one.d == "" {
+			return 0
+		}
+		return 1
+	} else if m.m != nil {
+		return len(m.m)
+	} else {
+		return len(m.small)
 	}
-	return len(rs.small)
 }
 
 // get finds the row with key k.
 func (rs *rowSet) get(k string) (entry, bool) {
-	if rs.m != nil {
-		e, ok := rs.m[k]
+	m := rs.more
+	if m == nil {
+		if rs.one.d != "" && rs.of(rs.one) == k {
+			return rs.one, true
+		}
+		return entry{}, false
+	}
+	if m.m != nil {
+		e, ok := m.m[k]
 		return e, ok
 	}
-	for _, e := range rs.small {
+	for _, e := range m.small {
 		if rs.of(e) == k {
 			return e, true
 		}
@@ -190,39 +217,55 @@ func (rs *rowSet) get(k string) (entry, bool) {
 // put adds e, replacing the row with the same key.
 func (rs *rowSet) put(e entry) {
 	k := rs.of(e)
-	if rs.m != nil {
-		rs.m[k] = e
+	m := rs.more
+	if m == nil {
+		if rs.one.d == "" || rs.of(rs.one) == k {
+			rs.one = e
+			return
+		}
+		m = &moreRows{small: make([]entry, 1, 2)}
+		m.small[0], rs.one, rs.more = rs.one, entry{}, m
+	}
+	if m.m != nil {
+		m.m[k] = e
 		return
 	}
-	for i := range rs.small {
-		if rs.of(rs.small[i]) == k {
-			rs.small[i] = e
+	for i := range m.small {
+		if rs.of(m.small[i]) == k {
+			m.small[i] = e
 			return
 		}
 	}
-	if len(rs.small) < smallRows {
-		rs.small = append(rs.small, e)
+	if len(m.small) < smallRows {
+		m.small = append(m.small, e)
 		return
 	}
-	rs.m = make(map[string]entry, 2*smallRows)
-	for _, o := range rs.small {
-		rs.m[rs.of(o)] = o
+	m.m = make(map[string]entry, 2*smallRows)
+	for _, o := range m.small {
+		m.m[rs.of(o)] = o
 	}
-	rs.small = nil
-	rs.m[k] = e
+	m.small = nil
+	m.m[k] = e
 }
 
 // del removes the row with key k.
 func (rs *rowSet) del(k string) {
-	if rs.m != nil {
-		delete(rs.m, k)
+	m := rs.more
+	if m == nil {
+		if rs.one.d != "" && rs.of(rs.one) == k {
+			rs.one = entry{}
+		}
 		return
 	}
-	for i := range rs.small {
-		if rs.of(rs.small[i]) == k {
-			rs.small = slices.Delete(rs.small, i, i+1)
-			if len(rs.small) == 0 {
-				rs.small = nil
+	if m.m != nil {
+		delete(m.m, k)
+		return
+	}
+	for i := range m.small {
+		if rs.of(m.small[i]) == k {
+			m.small = slices.Delete(m.small, i, i+1)
+			if len(m.small) == 0 {
+				m.small = nil
 			}
 			return
 		}
@@ -231,13 +274,20 @@ func (rs *rowSet) del(k string) {
 
 // each calls fn for every row, in no particular order.
 func (rs *rowSet) each(fn func(entry)) {
-	if rs.m != nil {
-		for _, e := range rs.m {
+	m := rs.more
+	if m == nil {
+		if rs.one.d != "" {
+			fn(rs.one)
+		}
+		return
+	}
+	if m.m != nil {
+		for _, e := range m.m {
 			fn(e)
 		}
 		return
 	}
-	for _, e := range rs.small {
+	for _, e := range m.small {
 		fn(e)
 	}
 }

@@ -217,13 +217,14 @@ func TestHandleText(t *testing.T) {
 // 409 gave it and by its definition, and by none of them once removed.
 func TestRegistry(t *testing.T) {
 	r := newRegistry()
-	a := &Shape{name: newHandle(), def: definition{Schema: "public", Table: "a"}}
-	b := &Shape{name: newHandle(), def: definition{Schema: "public", Table: "a", Where: "x = 1"}}
+	lay := &layout{tableSchema: "public", table: "a"}
+	a := &Shape{name: newHandle(), lay: lay}
+	b := &Shape{name: newHandle(), lay: lay, where: "x = 1"}
 	h2 := newHandle()
 	r.put(a, nil)
 	r.put(b, nil)
 	r.rotate(a, h2)
-	a.rotated = []handle{h2}
+	a.rareLocked().rotated = []handle{h2}
 	for _, c := range []struct {
 		h    string
 		want *Shape
@@ -235,8 +236,8 @@ func TestRegistry(t *testing.T) {
 	if r.get(&definition{Schema: "public", Table: "a"}) != a || r.get(&definition{Schema: "public", Table: "a", Where: "x = 1"}) != b || r.get(&definition{Schema: "public", Table: "b"}) != nil {
 		t.Error("get by definition")
 	}
-	r.del(a, a.rotated)
-	if r.lookup(a.name.String()) != nil || r.lookup(h2.String()) != nil || r.get(&a.def) != nil || r.lookup(b.name.String()) != b || r.len() != 1 || r.rotated != nil {
+	r.del(a, a.rotatedLocked())
+	if r.lookup(a.name.String()) != nil || r.lookup(h2.String()) != nil || r.get(&definition{Schema: "public", Table: "a"}) != nil || r.lookup(b.name.String()) != b || r.len() != 1 || r.rotated != nil {
 		t.Error("del(a)")
 	}
 }

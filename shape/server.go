@@ -196,7 +196,7 @@ func (srv *Server) reaper() {
 // files. Called with s.mu held.
 func (srv *Server) forget(s *Shape) {
 	srv.mu.Lock()
-	srv.reg.del(s, s.rotated)
+	srv.reg.del(s, s.rotatedLocked())
 	srv.mu.Unlock()
 	id := s.sub
 	srv.wg.Add(1)
@@ -227,7 +227,7 @@ func (srv *Server) resubscribe(s *Shape) {
 		// The table may have changed under the shape (the engine ends a
 		// subscription whose table changed shape): the same columns with
 		// the same types, or the shape is out of scope.
-		ti, fe, err := srv.describe(srv.ctx, s.def)
+		ti, fe, err := srv.describe(srv.ctx, s.definition())
 		if err == nil && fe == nil && schemaHeader(ti.cols) != s.lay.schema {
 			err = errors.New("its table's columns changed")
 		} else if err == nil && fe != nil {
@@ -246,7 +246,7 @@ func (srv *Server) resubscribe(s *Shape) {
 
 // subscribe registers s's query with the engine.
 func (srv *Server) subscribe(ctx context.Context, s *Shape) error {
-	id, ref, err := srv.cfg.Engine.Subscribe(ctx, shapeSQL(s.def, s.lay.cols), textBinds(s.def.Params), engine.ModeRowsUnordered, s)
+	id, ref, err := srv.cfg.Engine.Subscribe(ctx, shapeSQL(s.definition(), s.lay.cols), textBinds(s.params()), engine.ModeRowsUnordered, s)
 	if err != nil {
 		return fmt.Errorf("subscribe: %w", err)
 	}
@@ -336,8 +336,11 @@ func (srv *Server) newShape(def definition, cols []column, name handle) *Shape {
 	lay := srv.layoutOf(def, cols)
 	// The table's names are the layout's, one copy for all its shapes
 	// rather than the strings each request's URL was parsed into.
-	def.Schema, def.Table = lay.tableSchema, lay.table
-	return &Shape{srv: srv, def: def, lay: lay, name: name, used: time.Now().UnixNano()}
+	s := &Shape{srv: srv, lay: lay, name: name, where: def.Where, replica: def.Replica, logMode: def.Log, used: time.Now().UnixNano()}
+	if def.Params != nil || def.Columns != nil {
+		s.defx = &defExtra{params: def.Params, columns: def.Columns}
+	}
+	return s
 }
 
 // layoutOf returns the layout for a table's columns, shared with every
@@ -384,7 +387,7 @@ func (srv *Server) register(s *Shape) {
 	}
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
-	srv.reg.put(s, s.rotated)
+	srv.reg.put(s, s.rotatedLocked())
 }
 
 // lookup finds a live shape by handle.
@@ -446,7 +449,7 @@ func (srv *Server) load(ctx context.Context, dir string) error {
 		return fmt.Errorf("its directory is not named after its first handle %s", m.Handles[0])
 	}
 	if len(hs) > 1 {
-		s.rotated = hs[1:]
+		s.rareLocked().rotated = hs[1:]
 	}
 	if s.lay.schema != m.Schema {
 		return fmt.Errorf("its table's columns changed (was %s, now %s)", m.Schema, s.lay.schema)

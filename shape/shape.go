@@ -3,6 +3,7 @@ package shape
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"os"
@@ -33,7 +34,7 @@ type op struct {
 // them, so the re-hydration appends exactly what changed meanwhile.
 type generation struct {
 	base       uint64
-	at         Offset
+	at         pos
 	chunks     [][2]int64 // the rows' chunks
 	superseded int64      // when, in Unix milliseconds; 0 for the newest
 	hidden     bool       // changes_only: served as one empty chunk
@@ -73,26 +74,119 @@ const (
 type Shape struct {
 	srv  *Server
 	ioMu sync.Mutex // serializes the shape's file writes (flush, collect)
-	def  definition
-	lay  *layout // shared by the shapes of one table and column list
-	name handle  // the first handle, which names its directory: never changes, so read without mu
+	lay  *layout    // shared by the shapes of one table and column list
+	name handle     // the first handle, which names its directory: never changes, so read without mu
+	// The definition (definition()): its schema and table are the
+	// layout's, its params and columns behind defx (nil when it has
+	// neither); none of them changes (replica and logMode neither: they
+	// sit beside st to share its word).
+	where string
+	defx  *defExtra
 
-	mu       sync.Mutex
-	rotated  []handle // the handles given after name (a 409 does), the current one last; nil for most shapes
-	st       status
-	sinceGen int32   // changes since the newest generation
-	end      *ending // why it is gone (nil while it is not)
-	sub      engine.SubID
-	rows     rowSet // by engine key; by Electric key while reloaded from disk
-	gens     []*generation
-	log      *durableLog            // nil until a change is durable
-	writes   *writes                // nil while everything the engine sent is durable
-	lastOff  Offset                 // the last change's offset, pending ones included
-	latest   Offset                 // the last durable change's offset (or chunk end)
-	changed  chan struct{}          // nil until a request waits (waitLocked)
-	bodies   map[Offset]*sharedBody // by request offset, while requests hold them (holdBodyLocked)
-	used     int64                  // when a request last asked for it, Unix nanoseconds
+	mu               sync.Mutex
+	st               status
+	replica, logMode word
+	sinceGen         int32 // changes since the newest generation
+	sub              engine.SubID
+	rows             rowSet // by engine key; by Electric key while reloaded from disk
+	gens             []*generation
+	log              *durableLog // nil until a change is durable
+	x                *rare       // what a shape holds only at times; nil for an idle, synced, live shape
+	lastOff          pos         // the last change's offset, pending ones included
+	latest           pos         // the last durable change's offset (or chunk end)
+	used             int64       // when a request last asked for it, Unix nanoseconds
 }
+
+// defExtra is the part of a shape's definition most shapes do not have:
+// params and a column list.
+type defExtra struct {
+	params  []string
+	columns []string
+}
+
+// definition is the shape's definition.
+func (s *Shape) definition() definition {
+	d := definition{Schema: s.lay.tableSchema, Table: s.lay.table, Where: s.where, Replica: s.replica, Log: s.logMode}
+	if x := s.defx; x != nil {
+		d.Params, d.Columns = x.params, x.columns
+	}
+	return d
+}
+
+// params are the definition's params.
+func (s *Shape) params() []string {
+	if s.defx == nil {
+		return nil
+	}
+	return s.defx.params
+}
+
+// rare is what a shape holds only at times (a 409's handles, its end,
+// a waiting request's channel, the bodies requests share, the writes
+// waiting for the writer): an idle, synced shape holds none of it, so
+// it is made on first use and dropped once empty again (trimLocked).
+type rare struct {
+	rotated []handle               // the handles given after name (a 409 does), the current one last
+	end     *ending                // why it is gone (nil while it is not)
+	changed chan struct{}          // nil until a request waits (waitLocked)
+	bodies  map[Offset]*sharedBody // by request offset, while requests hold them (holdBodyLocked)
+	writes  *writes                // nil while everything the engine sent is durable
+}
+
+// rareLocked is the shape's rare part, made on first use.
+func (s *Shape) rareLocked() *rare {
+	if s.x == nil {
+		s.x = &rare{}
+	}
+	return s.x
+}
+
+// trimLocked drops the rare part once it holds nothing.
+func (s *Shape) trimLocked() {
+	if x := s.x; x != nil && x.rotated == nil && x.end == nil && x.changed == nil && x.bodies == nil && x.writes == nil {
+		s.x = nil
+	}
+}
+
+// rotatedLocked is the handles given after name, the current one last.
+func (s *Shape) rotatedLocked() []handle {
+	if s.x == nil {
+		return nil
+	}
+	return s.x.rotated
+}
+
+// endLocked is why the shape is gone (nil while it is not).
+func (s *Shape) endLocked() *ending {
+	if s.x == nil {
+		return nil
+	}
+	return s.x.end
+}
+
+// pendingLocked is what the engine sent that is not durable yet (nil:
+// nothing).
+func (s *Shape) pendingLocked() *writes {
+	if s.x == nil {
+		return nil
+	}
+	return s.x.writes
+}
+
+// pos is an offset that is never the -1 one: 16 B where an Offset takes
+// 24, for the positions a shape keeps.
+type pos struct{ tx, op uint64 }
+
+// posOf is o as a pos; o is never the -1 offset.
+func posOf(o Offset) pos {
+	if o.Before {
+		panic("shape: the -1 offset kept as a position")
+	}
+	return pos{o.Tx, o.Op}
+}
+
+// off is p as an Offset.
+func (p pos) off() Offset { return Offset{Tx: p.tx, Op: p.op} }
 
 // durableLog is a shape's log once it holds a change: most shapes of an
 // app change rarely, and an idle one need not carry its fields. Its
@@ -115,14 +209,15 @@ type writes struct {
 
 // writesLocked returns the shape's pending writes, made on first use.
 func (s *Shape) writesLocked() *writes {
-	if s.writes == nil {
-		s.writes = &writes{}
+	x := s.rareLocked()
+	if x.writes == nil {
+		x.writes = &writes{}
 	}
-	return s.writes
+	return x.writes
 }
 
 // snapPendingLocked reports whether a generation waits to be written.
-func (s *Shape) snapPendingLocked() bool { return s.writes != nil && s.writes.snap != nil }
+func (s *Shape) snapPendingLocked() bool { w := s.pendingLocked(); return w != nil && w.snap != nil }
 
 // tailOpsLocked is the durable log after gens[0].at.
 func (s *Shape) tailOpsLocked() []op {
@@ -143,7 +238,7 @@ func (s *Shape) logFile() string {
 // handlesLocked is every handle of the shape, the current one last.
 func (s *Shape) handlesLocked() []string {
 	out := []string{s.name.String()}
-	for _, h := range s.rotated {
+	for _, h := range s.rotatedLocked() {
 		out = append(out, h.String())
 	}
 	return out
@@ -189,10 +284,11 @@ func (s *Shape) handleLocked() string { return s.currentLocked().String() }
 
 // currentLocked is the current handle.
 func (s *Shape) currentLocked() handle {
-	if len(s.rotated) == 0 {
+	r := s.rotatedLocked()
+	if len(r) == 0 {
 		return s.name
 	}
-	return s.rotated[len(s.rotated)-1]
+	return r[len(r)-1]
 }
 
 // Handle returns the shape's current handle.
@@ -206,16 +302,18 @@ func (s *Shape) Handle() string {
 // made only when a request waits (most shapes have no waiter most of the
 // time, and a channel is 96 bytes).
 func (s *Shape) waitLocked() <-chan struct{} {
-	if s.changed == nil {
-		s.changed = make(chan struct{})
+	x := s.rareLocked()
+	if x.changed == nil {
+		x.changed = make(chan struct{})
 	}
-	return s.changed
+	return x.changed
 }
 
 func (s *Shape) wakeLocked() {
-	if s.changed != nil {
-		close(s.changed)
-		s.changed = nil
+	if x := s.x; x != nil && x.changed != nil {
+		close(x.changed)
+		x.changed = nil
+		s.trimLocked()
 	}
 }
 
@@ -307,7 +405,7 @@ func (s *Shape) acceptedLocked(out engine.Output) {
 		// it.
 		s.rows = fresh
 		s.writesLocked().snap = &snapJob{base: 0, at: at, first: true, rows: order}
-		s.lastOff = maxOffset(s.lastOff, at)
+		s.lastOff = posOf(maxOffset(s.lastOff.off(), at))
 		s.st = ready
 		s.srv.dirty(s)
 		return
@@ -324,7 +422,7 @@ func (s *Shape) acceptedLocked(out engine.Output) {
 	seen := make(map[string]bool, len(rows))
 	for _, e := range rows {
 		k := e.look()
-		if old.byKey {
+		if old.byKey() {
 			k = e.key()
 		}
 		if o, ok := old.get(k); ok {
@@ -464,15 +562,15 @@ func (s *Shape) appendLocked(lsn uint64, ops []op) {
 		return
 	}
 	n := uint64(1)
-	if s.lastOff.Tx == lsn && !s.lastOff.Virtual() {
-		n = s.lastOff.Op + 1
+	if last := s.lastOff.off(); last.Tx == lsn && !last.Virtual() {
+		n = last.Op + 1
 	}
 	for i := range ops {
 		ops[i].off = Offset{Tx: lsn, Op: n}
 		ops[i].msg = finishHeaders(ops[i].msg, lsn, n, i == len(ops)-1)
 		n++
 	}
-	s.lastOff = ops[len(ops)-1].off
+	s.lastOff = posOf(ops[len(ops)-1].off)
 	w := s.writesLocked()
 	w.ops = append(w.ops, ops...)
 	s.sinceGen += int32(len(ops))
@@ -544,7 +642,7 @@ func (s *Shape) insertMsg(e entry, _ uint64, xid uint32) []byte {
 }
 
 func (s *Shape) deleteMsg(e entry, _ uint64, xid uint32) []byte {
-	if s.def.full() {
+	if s.definition().full() {
 		return s.msgHead(e.key(), s.appendValues(nil, e, nil), nil, "delete", xid)
 	}
 	return s.msgHead(e.key(), s.appendValues(nil, e, s.isPK), nil, "delete", xid)
@@ -581,7 +679,7 @@ func (s *Shape) updateMsg(old, e entry, _ uint64, xid uint32) []byte {
 		return nil
 	}
 	ch := func(i int) bool { return changed[i] }
-	if s.def.full() {
+	if s.definition().full() {
 		return s.msgHead(e.key(), s.appendValues(nil, e, nil), s.appendValues(nil, old, ch), "update", xid)
 	}
 	return s.msgHead(e.key(), s.appendValues(nil, e, func(i int) bool { return changed[i] || s.isPK(i) }), nil, "update", xid)
@@ -620,7 +718,7 @@ func (s *Shape) endedLocked(out engine.Output) {
 // for it are answered with code and the reason, and the shape is removed.
 func (s *Shape) failLocked(code int, why string) {
 	s.goneLocked(why)
-	s.end.code = code
+	s.x.end.code = code
 }
 
 // goneLocked takes the shape out of service: its handles answer 409 from
@@ -629,7 +727,8 @@ func (s *Shape) goneLocked(why string) {
 	if s.st == gone {
 		return
 	}
-	s.st, s.end = gone, &ending{why: why}
+	s.st = gone
+	s.rareLocked().end = &ending{why: why}
 	s.wakeLocked()
 	s.srv.forget(s)
 }
@@ -646,9 +745,10 @@ func (s *Shape) flush() error {
 	}
 	var job *snapJob
 	var batch []op
-	if w := s.writes; w != nil {
+	if w := s.pendingLocked(); w != nil {
 		job, batch = w.snap, w.ops
-		s.writes = nil
+		s.x.writes = nil
+		s.trimLocked()
 	}
 	s.mu.Unlock()
 	var g *generation
@@ -673,14 +773,14 @@ func (s *Shape) flush() error {
 		}
 		s.gens = append(s.gens, g)
 		if job.first {
-			s.latest = maxOffset(s.latest, Offset{Tx: 0, Op: g.last()})
+			s.latest = posOf(maxOffset(s.latest.off(), Offset{Tx: 0, Op: g.last()}))
 		}
 		s.sinceGen = 0
-		if s.writes != nil {
-			s.sinceGen = int32(len(s.writes.ops))
+		if w := s.pendingLocked(); w != nil {
+			s.sinceGen = int32(len(w.ops))
 		}
 		for _, o := range batch {
-			if o.off.Compare(g.at) > 0 {
+			if o.off.Compare(g.at.off()) > 0 {
 				s.sinceGen++
 			}
 		}
@@ -690,7 +790,7 @@ func (s *Shape) flush() error {
 			s.log = &durableLog{name: firstLog}
 		}
 		s.log.tail = append(s.log.tail, batch...)
-		s.latest = batch[len(batch)-1].off
+		s.latest = posOf(batch[len(batch)-1].off)
 	}
 	if g != nil || len(batch) > 0 {
 		if err := s.saveGensLocked(); err != nil {
@@ -716,7 +816,7 @@ func (s *Shape) maybeCompactLocked() {
 	rows := make([]entry, 0, s.rows.len())
 	s.rows.each(func(e entry) { rows = append(rows, e) })
 	slices.SortFunc(rows, func(a, b entry) int { return cmpStr(a.key(), b.key()) })
-	s.writesLocked().snap = &snapJob{base: g.last() + 1, at: s.lastOff, rows: rows}
+	s.writesLocked().snap = &snapJob{base: g.last() + 1, at: s.lastOff.off(), rows: rows}
 	s.sinceGen = 0
 	s.srv.dirty(s)
 }
@@ -731,10 +831,10 @@ func (s *Shape) writeGeneration(job *snapJob) (*generation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("write snapshot: %w", err)
 	}
-	if s.def.changesOnly() {
-		return &generation{base: job.base, at: job.at, chunks: ranges, hidden: true}, nil
+	if s.definition().changesOnly() {
+		return &generation{base: job.base, at: posOf(job.at), chunks: ranges, hidden: true}, nil
 	}
-	return &generation{base: job.base, at: job.at, chunks: ranges}, nil
+	return &generation{base: job.base, at: posOf(job.at), chunks: ranges}, nil
 }
 
 func (s *Shape) writeSnapshot(path string, rows []entry) ([][2]int64, error) {
@@ -805,7 +905,7 @@ func (s *Shape) appendLog(batch []op) error {
 func (s *Shape) saveGensLocked() error {
 	gf := gensFile{Log: s.logFile()}
 	for _, g := range s.gens {
-		f := genFile{Base: g.base, At: g.at.String(), Chunks: g.chunks, Superseded: g.superseded}
+		f := genFile{Base: g.base, At: g.at.off().String(), Chunks: g.chunks, Superseded: g.superseded}
 		if g.hidden {
 			f.Chunks, f.Stored = [][2]int64{{0, 0}}, g.chunks
 		}
@@ -815,7 +915,7 @@ func (s *Shape) saveGensLocked() error {
 }
 
 func (s *Shape) saveMetaLocked() error {
-	return writeJSON(s.file("meta.json"), meta{Version: 1, Def: s.def, Handles: s.handlesLocked(), Schema: s.lay.schema, Created: time.Now().UnixMilli()})
+	return writeJSON(s.file("meta.json"), meta{Version: 1, Def: s.definition(), Handles: s.handlesLocked(), Schema: s.lay.schema, Created: time.Now().UnixMilli()})
 }
 
 // collect drops generations superseded longer ago than the retention,
@@ -844,7 +944,7 @@ func (s *Shape) collect(now time.Time) error {
 	}
 	dropped := s.gens[:drop]
 	s.gens = slices.Clone(s.gens[drop:])
-	from := s.gens[0].at
+	from := s.gens[0].at.off()
 	tail := s.tailOpsLocked()
 	cut := sort.Search(len(tail), func(i int) bool { return tail[i].off.Compare(from) > 0 })
 	keep := slices.Clone(tail[cut:])
@@ -890,16 +990,19 @@ func (s *Shape) reload() error {
 	}
 	for _, g := range gf.Gens {
 		at, err := parseOffset(g.At)
+		if err == nil && at.Before {
+			err = errors.New("not a position")
+		}
 		if err != nil {
 			return fmt.Errorf("gens.json: offset %q: %w", g.At, err)
 		}
-		ng := &generation{base: g.Base, at: at, chunks: g.Chunks, superseded: g.Superseded}
+		ng := &generation{base: g.Base, at: posOf(at), chunks: g.Chunks, superseded: g.Superseded}
 		if g.Stored != nil {
 			ng.chunks, ng.hidden = g.Stored, true
 		}
 		s.gens = append(s.gens, ng)
 	}
-	if g := s.gens[len(s.gens)-1]; s.def.changesOnly() && !g.hidden {
+	if g := s.gens[len(s.gens)-1]; s.definition().changesOnly() && !g.hidden {
 		// Written before changes_only generations kept their rows: what
 		// the log implies cannot be rebuilt, so the shape is not served
 		// again rather than served inexactly.
@@ -917,18 +1020,18 @@ func (s *Shape) reload() error {
 			return fmt.Errorf("cut torn shape log: %w", err)
 		}
 	}
-	from := s.gens[0].at
+	from := s.gens[0].at.off()
 	for _, o := range ops {
 		if o.off.Compare(from) > 0 {
 			s.log.tail = append(s.log.tail, o)
 		}
 	}
 	g := s.gens[len(s.gens)-1]
-	s.latest = Offset{Op: g.last()}
+	s.latest = pos{op: g.last()}
 	if tail := s.log.tail; len(tail) > 0 {
-		s.latest = tail[len(tail)-1].off
+		s.latest = posOf(tail[len(tail)-1].off)
 	}
-	s.lastOff = maxOffset(s.latest, g.at)
+	s.lastOff = posOf(maxOffset(s.latest.off(), g.at.off()))
 	// Rows: the newest snapshot, then the log after it.
 	colIdx := make(map[string]int, len(s.lay.cols))
 	for i, c := range s.lay.cols {
@@ -952,7 +1055,7 @@ func (s *Shape) reload() error {
 		}
 	}
 	for _, o := range s.log.tail {
-		if o.off.Compare(g.at) > 0 {
+		if o.off.Compare(g.at.off()) > 0 {
 			if err := r.replay(o.msg); err != nil {
 				return err
 			}

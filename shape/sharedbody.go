@@ -31,13 +31,14 @@ type sharedBody struct {
 // holdBodyLocked returns the shared body of requests at o, made if no
 // request holds one, with one more holder.
 func (s *Shape) holdBodyLocked(o Offset) *sharedBody {
-	b := s.bodies[o]
+	x := s.rareLocked()
+	b := x.bodies[o]
 	if b == nil {
-		if s.bodies == nil {
-			s.bodies = map[Offset]*sharedBody{}
+		if x.bodies == nil {
+			x.bodies = map[Offset]*sharedBody{}
 		}
 		b = &sharedBody{}
-		s.bodies[o] = b
+		x.bodies[o] = b
 	}
 	b.refs++
 	return b
@@ -47,10 +48,11 @@ func (s *Shape) holdBodyLocked(o Offset) *sharedBody {
 // with its last holder.
 func (s *Shape) releaseBodyLocked(o Offset, b *sharedBody) {
 	b.refs--
-	if b.refs == 0 && s.bodies[o] == b {
-		delete(s.bodies, o)
-		if len(s.bodies) == 0 {
-			s.bodies = nil
+	if x := s.x; b.refs == 0 && x != nil && x.bodies[o] == b {
+		delete(x.bodies, o)
+		if len(x.bodies) == 0 {
+			x.bodies = nil
+			s.trimLocked()
 		}
 	}
 }

@@ -31,7 +31,8 @@ func (srv *Server) serveSSE(w http.ResponseWriter, r *http.Request, s *Shape, re
 	// long-poll timeout if the offset has not appeared by then.
 	pos := uint64(srv.cfg.Engine.Position())
 	s.mu.Lock()
-	latest, past := s.latest, s.st == ready && pastLatest(req.offset, s.latest, s.resumeLocked(pos))
+	latest := s.latest.off()
+	past := s.st == ready && pastLatest(req.offset, latest, s.resumeLocked(pos))
 	s.mu.Unlock()
 	if past {
 		h.Set("electric-offset", latest.String())
@@ -56,7 +57,7 @@ func (srv *Server) serveSSE(w http.ResponseWriter, r *http.Request, s *Shape, re
 		res, loc := s.readLocked(off, srv.cfg.ChunkBytes)
 		seen := s.resumeLocked(pos)
 		st := s.st
-		if past && !(st == ready && pastLatest(off, s.latest, seen)) {
+		if past && !(st == ready && pastLatest(off, s.latest.off(), seen)) {
 			past = false // the offset appeared
 		}
 		var ch <-chan struct{}

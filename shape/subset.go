@@ -65,7 +65,7 @@ func (srv *Server) serveSubset(w http.ResponseWriter, r *http.Request, s *Shape,
 			subErr("where", "a subset's where "+err.Error())
 			return
 		}
-		where = renumber(sp.Where, refs, len(s.def.Params))
+		where = renumber(sp.Where, refs, len(s.params()))
 	}
 	if sp.OrderBy != "" {
 		if err := checkOrderBy(sp.OrderBy); err != nil {
@@ -78,9 +78,9 @@ func (srv *Server) serveSubset(w http.ResponseWriter, r *http.Request, s *Shape,
 		}
 	}
 	var sb strings.Builder
-	sb.WriteString(shapeSQL(s.def, s.lay.cols))
+	sb.WriteString(shapeSQL(s.definition(), s.lay.cols))
 	if where != "" {
-		if s.def.Where != "" {
+		if s.where != "" {
 			sb.WriteString(" AND (")
 		} else {
 			sb.WriteString(" WHERE (")
@@ -100,7 +100,7 @@ func (srv *Server) serveSubset(w http.ResponseWriter, r *http.Request, s *Shape,
 		sb.WriteString(" OFFSET " + strconv.FormatInt(*sp.Offset, 10))
 	}
 	sql := sb.String()
-	all := append(append([]string(nil), s.def.Params...), params...)
+	all := append(append([]string(nil), s.params()...), params...)
 	// The query layer's grammar bounds what a subset may say, as it
 	// bounds a shape's where: the same refusal, naming the construct.
 	if ref, err := srv.validate(r.Context(), sqlNoOrder, all); err != nil {
