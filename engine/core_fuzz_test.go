@@ -664,7 +664,7 @@ func (s *fzState) commit() {
 			continue
 		}
 		if s.oracleText(sb.plan, after) != w.was && !slices.Contains(sb.touched, tx.lsn) {
-			s.t.Errorf("touch sub %d (%s): transaction at %v changed its result and it was not touched", w.id, sb.plan.SQL, tx.lsn)
+			s.t.Errorf("touch sub %d (%s): transaction at %v changed its result and it was not touched", w.id, sb.plan.Text, tx.lsn)
 		}
 	}
 }
@@ -779,14 +779,14 @@ func (s *fzState) settle() {
 	for _, id := range s.liveIDs() {
 		sb := s.subs[id]
 		if !sb.accepted {
-			s.t.Errorf("sub %d (%s): neither accepted nor refused with every read answered", id, sb.plan.SQL)
+			s.t.Errorf("sub %d (%s): neither accepted nor refused with every read answered", id, sb.plan.Text)
 			continue
 		}
 		if sb.mode != ModeRows {
 			continue
 		}
 		if got, want := sb.text(), s.oracleText(sb.plan, st); got != want {
-			s.t.Errorf("sub %d (%s) at %v:\n got %s\nwant %s", id, sb.plan.SQL, s.core.Position(), got, want)
+			s.t.Errorf("sub %d (%s) at %v:\n got %s\nwant %s", id, sb.plan.Text, s.core.Position(), got, want)
 		}
 	}
 }
@@ -1034,7 +1034,7 @@ func (s *fzState) collect() {
 			case o.Code == CodeRowLimit && s.rowLimit > 0:
 			case o.Code == CodeReadFailed && s.failReads:
 			default:
-				s.t.Errorf("sub %d (%s): %s with code %q: %s", o.Sub, sb.plan.SQL, o.Kind, o.Code, o.Reason)
+				s.t.Errorf("sub %d (%s): %s with code %q: %s", o.Sub, sb.plan.Text, o.Kind, o.Code, o.Reason)
 			}
 		default:
 			s.t.Errorf("sub %d: output of kind %d", o.Sub, o.Kind)

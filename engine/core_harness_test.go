@@ -564,7 +564,7 @@ func (h *harness) verify() {
 		}
 		got := h.fmtRows(m.rows)
 		if w := h.fmtRows(want); got != w {
-			h.t.Errorf("sub %d (%s) at %v:\n got %s\nwant %s", id, plan.SQL, h.core.Position(), got, w)
+			h.t.Errorf("sub %d (%s) at %v:\n got %s\nwant %s", id, plan.Text, h.core.Position(), got, w)
 		}
 	}
 }

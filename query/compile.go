@@ -369,7 +369,7 @@ func (c *compiler) compile() (*Plan, error) {
 	if err := c.from(sel.FromClause[0]); err != nil {
 		return nil, err
 	}
-	p := &Plan{Template: &Template{Limit: -1}, SQL: c.sql, Binds: c.binds}
+	p := &Plan{Template: &Template{Limit: -1}, Binds: c.binds}
 	grouped := len(sel.DistinctClause) > 0 || needsGrouping(sel)
 	switch {
 	case len(sel.DistinctClause) > 0:

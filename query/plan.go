@@ -114,8 +114,6 @@ type Plan struct {
 	// Template is the plan's shape: sources, filter, order, output,
 	// limits. Its fields are read through the plan (p.Sources, p.Output).
 	*Template
-	// SQL is the statement as given.
-	SQL string
 	// Key identifies the query with its binds: equal Keys mean the same
 	// result at every position, so subscriptions with equal Keys can
 	// share one view.

@@ -225,8 +225,8 @@ func measureShapes(t *testing.T, n int, rows bool, profile string) memFigures {
 // profile with the one-row shapes live.
 func TestShapeMemory(t *testing.T) {
 	const (
-		maxShapeBytes = 472
-		maxTotalBytes = 1175
+		maxShapeBytes = 406
+		maxTotalBytes = 1095
 		aim           = 1024
 	)
 	n := 500
