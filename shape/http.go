@@ -299,7 +299,7 @@ func upToDateMsg(lsn uint64) []byte {
 // with needReady, is live), or is gone; for at most d.
 func (s *Shape) waitFirst(ctx context.Context, d time.Duration, needReady bool) bool {
 	s.mu.Lock()
-	done := s.st == gone || (len(s.gens) > 0 && (!needReady || s.st == ready))
+	done := s.st == gone || (s.gen != nil && (!needReady || s.st == ready))
 	s.mu.Unlock()
 	if done {
 		// No timer and no wake-up channel: a channel made here would
@@ -310,7 +310,7 @@ func (s *Shape) waitFirst(ctx context.Context, d time.Duration, needReady bool) 
 	defer t.Stop()
 	for {
 		s.mu.Lock()
-		done := s.st == gone || (len(s.gens) > 0 && (!needReady || s.st == ready))
+		done := s.st == gone || (s.gen != nil && (!needReady || s.st == ready))
 		var ch <-chan struct{}
 		if !done {
 			ch = s.waitLocked()

@@ -225,8 +225,8 @@ func measureShapes(t *testing.T, n int, rows bool, profile string) memFigures {
 // profile with the one-row shapes live.
 func TestShapeMemory(t *testing.T) {
 	const (
-		maxShapeBytes = 406
-		maxTotalBytes = 1095
+		maxShapeBytes = 368
+		maxTotalBytes = 1058
 		aim           = 1024
 	)
 	n := 500

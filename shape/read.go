@@ -17,17 +17,17 @@ type chunkResult struct {
 // readLocked answers a request at o with the next chunk after it. It does
 // no I/O but returns snapshot chunk locations; the caller reads them.
 func (s *Shape) readLocked(o Offset, limit int) (chunkResult, *chunkLoc) {
-	if len(s.gens) == 0 {
+	cur := s.gen
+	if cur == nil {
 		return chunkResult{wait: true}, nil
 	}
-	cur := s.gens[len(s.gens)-1]
 	if o.Before {
 		// A fresh client: the newest generation's first chunk, never
 		// up-to-date (so that the answer can be cached long).
 		return chunkResult{snapshot: true, end: Offset{Op: cur.base}}, &chunkLoc{file: s.file(cur.file()), r: cur.served(0)}
 	}
 	if o.Virtual() {
-		for _, g := range s.gens {
+		for g := range s.gensLocked {
 			if o.Op < g.base || o.Op > g.last() {
 				continue
 			}
@@ -46,7 +46,7 @@ func (s *Shape) readLocked(o Offset, limit int) (chunkResult, *chunkLoc) {
 			}
 			return res, nil
 		}
-		if o.Op < s.gens[0].base {
+		if o.Op < s.oldestLocked().base {
 			return chunkResult{stale: true}, nil
 		}
 		// Past the newest generation's last chunk. While the shape's
@@ -64,7 +64,7 @@ func (s *Shape) readLocked(o Offset, limit int) (chunkResult, *chunkLoc) {
 		}
 		return res, nil
 	}
-	if o.Compare(s.gens[0].at.off()) < 0 {
+	if o.Compare(s.oldestLocked().at.off()) < 0 {
 		return chunkResult{stale: true}, nil
 	}
 	res := s.tailLocked(o, limit)

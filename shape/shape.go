@@ -32,19 +32,51 @@ type op struct {
 // clients get no snapshot), but its file holds the rows all the same, at
 // the ranges in stored: a restart rebuilds the rows the log implies from
 // them, so the re-hydration appends exactly what changed meanwhile.
+//
+// The rows' chunks are one, held in the generation itself (most shapes'
+// snapshots are far below a chunk), or more, behind a pointer: 64 bytes
+// either way, where a slice of one would cost its header and 16 bytes.
 type generation struct {
 	base       uint64
 	at         pos
-	chunks     [][2]int64 // the rows' chunks
-	superseded int64      // when, in Unix milliseconds; 0 for the newest
-	hidden     bool       // changes_only: served as one empty chunk
+	one        [2]int64    // the rows' only chunk, when more is nil
+	more       *[][2]int64 // the rows' chunks when there is not exactly one
+	superseded int64       // when, in Unix milliseconds; 0 for the newest
+	hidden     bool        // changes_only: served as one empty chunk
+}
+
+// newGeneration returns a generation of the rows' chunks.
+func newGeneration(base uint64, at pos, chunks [][2]int64, hidden bool) *generation {
+	g := &generation{base: base, at: at, hidden: hidden}
+	if len(chunks) == 1 {
+		g.one = chunks[0]
+	} else {
+		g.more = &chunks
+	}
+	return g
+}
+
+// chunks is the rows' chunks (stored, under changes_only).
+func (g *generation) chunks() [][2]int64 {
+	if g.more != nil {
+		return *g.more
+	}
+	return [][2]int64{g.one}
+}
+
+// nChunks is how many chunks the rows are in.
+func (g *generation) nChunks() int {
+	if g.more != nil {
+		return len(*g.more)
+	}
+	return 1
 }
 
 func (g *generation) last() uint64 {
 	if g.hidden {
 		return g.base
 	}
-	return g.base + uint64(len(g.chunks)) - 1
+	return g.base + uint64(g.nChunks()) - 1
 }
 
 // served is the generation's chunk at the virtual offset 0_(base+i).
@@ -52,7 +84,13 @@ func (g *generation) served(i uint64) [2]int64 {
 	if g.hidden {
 		return [2]int64{}
 	}
-	return g.chunks[i]
+	if g.more != nil {
+		return (*g.more)[i]
+	}
+	if i != 0 {
+		panic("shape: chunk " + strconv.FormatUint(i, 10) + " of a generation of one")
+	}
+	return g.one
 }
 
 // file is the generation's snapshot file name.
@@ -88,8 +126,8 @@ type Shape struct {
 	replica, logMode word
 	sinceGen         int32 // changes since the newest generation
 	sub              engine.SubID
-	rows             rowSet // by engine key; by Electric key while reloaded from disk
-	gens             []*generation
+	rows             rowSet      // by engine key; by Electric key while reloaded from disk
+	gen              *generation // the newest generation (nil until the first is written); older ones in x.older
 	log              *durableLog // nil until a change is durable
 	x                *rare       // what a shape holds only at times; nil for an idle, synced, live shape
 	lastOff          pos         // the last change's offset, pending ones included
@@ -131,6 +169,7 @@ type rare struct {
 	changed chan struct{}          // nil until a request waits (waitLocked)
 	bodies  map[Offset]*sharedBody // by request offset, while requests hold them (holdBodyLocked)
 	writes  *writes                // nil while everything the engine sent is durable
+	older   []*generation          // the generations before gen still kept, oldest first
 }
 
 // rareLocked is the shape's rare part, made on first use.
@@ -143,7 +182,7 @@ func (s *Shape) rareLocked() *rare {
 
 // trimLocked drops the rare part once it holds nothing.
 func (s *Shape) trimLocked() {
-	if x := s.x; x != nil && x.rotated == nil && x.end == nil && x.changed == nil && x.bodies == nil && x.writes == nil {
+	if x := s.x; x != nil && x.rotated == nil && x.end == nil && x.changed == nil && x.bodies == nil && x.writes == nil && x.older == nil {
 		s.x = nil
 	}
 }
@@ -171,6 +210,44 @@ func (s *Shape) pendingLocked() *writes {
 		return nil
 	}
 	return s.x.writes
+}
+
+// olderLocked is the generations before the newest still kept, oldest
+// first.
+func (s *Shape) olderLocked() []*generation {
+	if s.x == nil {
+		return nil
+	}
+	return s.x.older
+}
+
+// oldestLocked is the oldest generation kept (nil before the first).
+func (s *Shape) oldestLocked() *generation {
+	if o := s.olderLocked(); len(o) > 0 {
+		return o[0]
+	}
+	return s.gen
+}
+
+// gensLocked ranges over the generations kept, oldest first.
+func (s *Shape) gensLocked(yield func(*generation) bool) {
+	for _, g := range s.olderLocked() {
+		if !yield(g) {
+			return
+		}
+	}
+	if s.gen != nil {
+		yield(s.gen)
+	}
+}
+
+// pushGenLocked makes g the newest generation.
+func (s *Shape) pushGenLocked(g *generation) {
+	if s.gen != nil {
+		x := s.rareLocked()
+		x.older = append(x.older, s.gen)
+	}
+	s.gen = g
 }
 
 // pos is an offset that is never the -1 one: 16 B where an Offset takes
@@ -382,7 +459,7 @@ func (s *Shape) acceptedLocked(out engine.Output) {
 	n, all := acceptedRows(out)
 	fresh := newRowSet(n, false)
 	var order []entry
-	first := len(s.gens) == 0 && !s.snapPendingLocked()
+	first := s.gen == nil && !s.snapPendingLocked()
 	if first {
 		order = make([]entry, 0, n)
 	}
@@ -706,7 +783,7 @@ func (s *Shape) endedLocked(out engine.Output) {
 	if s.srv.closing() {
 		return
 	}
-	if len(s.gens) == 0 && !s.snapPendingLocked() {
+	if s.gen == nil && !s.snapPendingLocked() {
 		s.failLocked(400, out.Reason)
 		return
 	}
@@ -766,12 +843,12 @@ func (s *Shape) flush() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if g != nil {
-		for _, old := range s.gens {
+		for old := range s.gensLocked {
 			if old.superseded == 0 {
 				old.superseded = time.Now().UnixMilli()
 			}
 		}
-		s.gens = append(s.gens, g)
+		s.pushGenLocked(g)
 		if job.first {
 			s.latest = posOf(maxOffset(s.latest.off(), Offset{Tx: 0, Op: g.last()}))
 		}
@@ -807,10 +884,10 @@ func (s *Shape) flush() error {
 // CompactMin): a fresh client then reads at most about twice the result.
 func (s *Shape) maybeCompactLocked() {
 	cfg := s.srv.cfg
-	if s.snapPendingLocked() || len(s.gens) == 0 || int(s.sinceGen) < max(cfg.CompactMin, s.rows.len()) {
+	if s.snapPendingLocked() || s.gen == nil || int(s.sinceGen) < max(cfg.CompactMin, s.rows.len()) {
 		return
 	}
-	g := s.gens[len(s.gens)-1]
+	g := s.gen
 	// The rows are written under log=changes_only too (and not served):
 	// a restart rebuilds the shape's rows from the newest generation.
 	rows := make([]entry, 0, s.rows.len())
@@ -832,9 +909,9 @@ func (s *Shape) writeGeneration(job *snapJob) (*generation, error) {
 		return nil, fmt.Errorf("write snapshot: %w", err)
 	}
 	if s.definition().changesOnly() {
-		return &generation{base: job.base, at: posOf(job.at), chunks: ranges, hidden: true}, nil
+		return newGeneration(job.base, posOf(job.at), ranges, true), nil
 	}
-	return &generation{base: job.base, at: posOf(job.at), chunks: ranges}, nil
+	return newGeneration(job.base, posOf(job.at), ranges, false), nil
 }
 
 func (s *Shape) writeSnapshot(path string, rows []entry) ([][2]int64, error) {
@@ -904,10 +981,10 @@ func (s *Shape) appendLog(batch []op) error {
 
 func (s *Shape) saveGensLocked() error {
 	gf := gensFile{Log: s.logFile()}
-	for _, g := range s.gens {
-		f := genFile{Base: g.base, At: g.at.off().String(), Chunks: g.chunks, Superseded: g.superseded}
+	for g := range s.gensLocked {
+		f := genFile{Base: g.base, At: g.at.off().String(), Chunks: g.chunks(), Superseded: g.superseded}
 		if g.hidden {
-			f.Chunks, f.Stored = [][2]int64{{0, 0}}, g.chunks
+			f.Chunks, f.Stored = [][2]int64{{0, 0}}, g.chunks()
 		}
 		gf.Gens = append(gf.Gens, f)
 	}
@@ -928,13 +1005,11 @@ func (s *Shape) collect(now time.Time) error {
 	defer s.ioMu.Unlock()
 	s.mu.Lock()
 	cfg := s.srv.cfg
+	older := s.olderLocked()
 	drop := 0
-	for i, g := range s.gens {
-		if i == len(s.gens)-1 {
-			break
-		}
+	for i, g := range older {
 		age := now.Sub(time.UnixMilli(g.superseded))
-		if len(s.gens)-drop > cfg.MaxGenerations && age > cfg.CacheLife() || age > cfg.Retention {
+		if len(older)+1-drop > cfg.MaxGenerations && age > cfg.CacheLife() || age > cfg.Retention {
 			drop = i + 1
 		}
 	}
@@ -942,9 +1017,14 @@ func (s *Shape) collect(now time.Time) error {
 		s.mu.Unlock()
 		return nil
 	}
-	dropped := s.gens[:drop]
-	s.gens = slices.Clone(s.gens[drop:])
-	from := s.gens[0].at.off()
+	dropped := slices.Clone(older[:drop])
+	if drop == len(older) {
+		s.x.older = nil
+		s.trimLocked()
+	} else {
+		s.x.older = slices.Clone(older[drop:])
+	}
+	from := s.oldestLocked().at.off()
 	tail := s.tailOpsLocked()
 	cut := sort.Search(len(tail), func(i int) bool { return tail[i].off.Compare(from) > 0 })
 	keep := slices.Clone(tail[cut:])
@@ -996,13 +1076,14 @@ func (s *Shape) reload() error {
 		if err != nil {
 			return fmt.Errorf("gens.json: offset %q: %w", g.At, err)
 		}
-		ng := &generation{base: g.Base, at: posOf(at), chunks: g.Chunks, superseded: g.Superseded}
+		ng := newGeneration(g.Base, posOf(at), g.Chunks, false)
 		if g.Stored != nil {
-			ng.chunks, ng.hidden = g.Stored, true
+			ng = newGeneration(g.Base, posOf(at), g.Stored, true)
 		}
-		s.gens = append(s.gens, ng)
+		ng.superseded = g.Superseded
+		s.pushGenLocked(ng)
 	}
-	if g := s.gens[len(s.gens)-1]; s.definition().changesOnly() && !g.hidden {
+	if g := s.gen; s.definition().changesOnly() && !g.hidden {
 		// Written before changes_only generations kept their rows: what
 		// the log implies cannot be rebuilt, so the shape is not served
 		// again rather than served inexactly.
@@ -1020,13 +1101,13 @@ func (s *Shape) reload() error {
 			return fmt.Errorf("cut torn shape log: %w", err)
 		}
 	}
-	from := s.gens[0].at.off()
+	from := s.oldestLocked().at.off()
 	for _, o := range ops {
 		if o.off.Compare(from) > 0 {
 			s.log.tail = append(s.log.tail, o)
 		}
 	}
-	g := s.gens[len(s.gens)-1]
+	g := s.gen
 	s.latest = pos{op: g.last()}
 	if tail := s.log.tail; len(tail) > 0 {
 		s.latest = posOf(tail[len(tail)-1].off)
@@ -1039,7 +1120,7 @@ func (s *Shape) reload() error {
 	}
 	s.rows = newRowSet(0, true)
 	r := &replayer{s: s, colIdx: colIdx}
-	for _, c := range g.chunks {
+	for _, c := range g.chunks() {
 		b, err := readChunk(s.file(g.file()), c)
 		if err != nil {
 			return fmt.Errorf("read snapshot: %w", err)

@@ -130,8 +130,7 @@ func (srv *Server) serveSubset(w http.ResponseWriter, r *http.Request, s *Shape,
 	s.mu.Lock()
 	var end Offset
 	if req.offset.Before {
-		g := s.gens[len(s.gens)-1]
-		end = Offset{Op: g.base}
+		end = Offset{Op: s.gen.base}
 	} else {
 		end = req.offset
 	}
