@@ -92,7 +92,7 @@ func (a *aggView) markDirty(gr *group) {
 // result, of key key, to its group. A row whose keys or arguments raise
 // marks the view to end (it is then not counted).
 func (v *view) aggRow(key string, q query.Row, sign int) {
-	a := v.agg
+	a := v.x().agg
 	err := a.g.Eval(q, a.keys, a.args)
 	var first []any
 	if f := a.g.First; f != nil && err == nil {
@@ -102,8 +102,8 @@ func (v *view) aggRow(key string, q query.Row, sign int) {
 		err = f.EvalFirst(q, first)
 	}
 	if err != nil {
-		if v.evalErr == nil {
-			v.evalErr = err
+		if v.x().evalErr == nil {
+			v.mut().evalErr = err
 		}
 		return
 	}
@@ -133,13 +133,13 @@ func appendGroupKey(dst, one []byte, g *query.Grouping, keys []any) ([]byte, []b
 
 // groupRow computes a group's row: its keys, then its aggregates.
 func (v *view) groupRow(gr *group) query.Row {
-	a := v.agg
+	a := v.x().agg
 	r := make([]any, 0, len(gr.keys)+len(a.g.Aggs))
 	r = append(r, gr.keys...)
 	for i := range a.g.Aggs {
 		x, err := a.g.Aggs[i].Result(&gr.st[i], gr.rows)
-		if err != nil && v.evalErr == nil {
-			v.evalErr = err
+		if err != nil && v.x().evalErr == nil {
+			v.mut().evalErr = err
 		}
 		r = append(r, x)
 	}
@@ -154,7 +154,7 @@ func (v *view) groupRow(gr *group) query.Row {
 // diffed: an unordered result's changed groups, an ordered one's visible
 // window).
 func (v *view) flushAgg() delta {
-	a := v.agg
+	a := v.x().agg
 	slices.SortFunc(a.dirty, func(x, y *group) int { return strings.Compare(x.key, y.key) })
 	post := a.g.Post
 	var d delta
@@ -165,8 +165,8 @@ func (v *view) flushAgg() delta {
 		if gr.rows > 0 || !a.g.Grouped() {
 			row := v.groupRow(gr)
 			t, err := post.EvalRow(row)
-			if err != nil && v.evalErr == nil {
-				v.evalErr = err
+			if err != nil && v.x().evalErr == nil {
+				v.mut().evalErr = err
 			}
 			if t == query.True {
 				e := &entry{key: gr.key}
@@ -204,9 +204,9 @@ func (v *view) flushAgg() delta {
 // the delta from what subscribers held before (old, nil when they held
 // nothing yet).
 func (v *view) rebuildAgg() delta {
-	old := v.agg
+	old := v.x().agg
 	a := newAggView(v.plan)
-	v.agg = a
+	v.mut().agg = a
 	if old != nil {
 		a.out.shown, a.out.shownTieAfter = old.out.shown, old.out.shownTieAfter
 	}
@@ -251,7 +251,7 @@ func (v *view) rebuildAgg() delta {
 
 // aggAccepted is an aggregating view's result for a new subscriber.
 func (v *view) aggAccepted() []ResultRow {
-	a := v.agg
+	a := v.x().agg
 	post := a.g.Post
 	rows := []ResultRow{}
 	for _, e := range a.out.entries() {

@@ -308,12 +308,12 @@ func (s *state) truncate(tb *table) {
 		for e := range v.result.all() {
 			v.touchKey(e.key)
 		}
-		if v.clk != nil {
+		if v.x().clk != nil {
 			// Rows a bound has not let in yet go too: left pending,
 			// they would be held without a row in the table, and the
 			// clock passing them would find none
 			// (testdata/core/clock_truncate.txt).
-			for k := range v.clk.pending {
+			for k := range v.x().clk.pending {
 				v.touchKey(k)
 			}
 		}
@@ -456,7 +456,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		nexts[i].key = k
 		// A plain view keeps only the projection: its query.Row is
 		// scratch.
-		plain := !v.ordered && !v.plan.Count && v.agg == nil
+		plain := !v.ordered && !v.plan.Count && v.x().agg == nil
 		var q query.Row
 		if plain {
 			q = v.rowInto(&s.scratchRow, changed.after)
@@ -470,7 +470,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 			return
 		}
 		keep := false
-		if v.clk != nil {
+		if v.x().clk != nil {
 			var hold bool
 			keep, hold = v.clockEval(q)
 			if hold {
@@ -504,14 +504,14 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		if old != 0 {
 			s.dropHold(vs, n.key, old)
 		}
-		if v.clk != nil {
-			if p := v.clk.pending[n.key]; p != 0 {
-				delete(v.clk.pending, n.key)
+		if v.x().clk != nil {
+			if p := v.x().clk.pending[n.key]; p != 0 {
+				delete(v.x().clk.pending, n.key)
 				s.dropHold(vs, n.key, p)
 			}
 			if n.hold {
 				id := s.overlay[rowRef{tb.oid, n.key}].id
-				v.clk.pending[n.key] = id
+				v.x().clk.pending[n.key] = id
 				tb.rows.addHolder(id, vs)
 			}
 		}
@@ -526,7 +526,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		if kept {
 			tb.rows.addHolder(n.id, vs)
 		}
-		if v.agg != nil {
+		if v.x().agg != nil {
 			// The row leaves its group as it was before the
 			// transaction and enters its group as it is now.
 			if old != 0 {
@@ -556,7 +556,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 		}
 	}
 	switch {
-	case v.agg != nil:
+	case v.x().agg != nil:
 		d = v.flushAgg()
 	case v.plan.Count:
 		d.count = v.countN()
@@ -582,7 +582,7 @@ func (s *state) settle(v *view, lsn change.LSN) {
 			copy(d.rows, s.rowsBuf)
 		}
 	}
-	if v.clk != nil {
+	if v.x().clk != nil {
 		v.trimTimes()
 	}
 	v.members.fit()

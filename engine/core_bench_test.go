@@ -267,7 +267,7 @@ func TestMemoryPerSubscription(t *testing.T) {
 		t.Logf("stats %+v", bc.core.Stats())
 		t.Logf("distinct binds: core bytes per subscription %.0f, compiled plan %.0f, together %.0f", per, plan, per+plan)
 		runtime.KeepAlive(plans)
-		// The bounds are what the code reaches (476 B and 329 B, exact
+		// The bounds are what the code reaches (411 B and 329 B, exact
 		// heap bytes; the core's part holds 8 B of each view source's
 		// slot in the holder registry, state.holderSrcs) plus a little:
 		// a view, a view source or a plan grown into the next size
@@ -275,8 +275,8 @@ func TestMemoryPerSubscription(t *testing.T) {
 		// plan's share is its Plan (96 B), its values, its key's binds
 		// and the binds as given: the template is shared by every plan
 		// (a template per plan, 840 B in all, fails it).
-		if per > 480 {
-			t.Errorf("core bytes per subscription = %.0f, want <= 480", per)
+		if per > 415 {
+			t.Errorf("core bytes per subscription = %.0f, want <= 415", per)
 		}
 		if plan > 335 {
 			t.Errorf("compiled plan bytes per subscription = %.0f, want <= 335", plan)

@@ -67,19 +67,19 @@ func (s *state) newClockView(plan *query.Plan) *clockView {
 // view's thresholds there could be computed (else the view ends).
 func (s *state) clockReady(r *read) bool {
 	v := r.v
-	if v.clk == nil {
+	if v.x().clk == nil {
 		return true
 	}
 	if !s.clockSet || s.clock.Cmp(r.snap.Now) < 0 {
 		return false
 	}
-	if v.clk.thr == nil {
+	if v.x().clk.thr == nil {
 		thr, err := v.plan.Thresholds(nil, s.clock)
 		if err != nil {
 			s.endView(v, query.CodeEvalError, err.Error(), false)
 			return false
 		}
-		v.clk.thr = thr
+		v.x().clk.thr = thr
 	}
 	return true
 }
@@ -87,14 +87,14 @@ func (s *state) clockReady(r *read) bool {
 // clockEval decides a row of a clocked view: keep (in the result) or
 // hold (pending: a bound rows enter by may let it in later).
 func (v *view) clockEval(q query.Row) (keep, hold bool) {
-	cv := v.clk
+	cv := v.x().clk
 	if cv.thr == nil {
 		return false, false
 	}
 	t, err := v.plan.EvalRow(q)
 	if err != nil {
-		if v.evalErr == nil {
-			v.evalErr = err
+		if v.x().evalErr == nil {
+			v.mut().evalErr = err
 		}
 		return false, false
 	}
@@ -108,7 +108,7 @@ func (v *view) clockEval(q query.Row) (keep, hold bool) {
 // pushTimes records a row that entered the result or pending in the
 // heaps of the bounds it has still to cross.
 func (v *view) pushTimes(key string, q query.Row) {
-	cv := v.clk
+	cv := v.x().clk
 	for i := range v.plan.Clock {
 		b := &v.plan.Clock[i]
 		k, ok := query.TimeKeyOf(cell0(q, b.Source, b.Column))
@@ -131,13 +131,13 @@ func (v *view) holdsKey(key string) bool {
 	if v.hasKey(&v.srcs[0].t.rows, key) {
 		return true
 	}
-	_, ok := v.clk.pending[key]
+	_, ok := v.x().clk.pending[key]
 	return ok
 }
 
 // rebuildTimes refills the heaps from the rows the view holds.
 func (v *view) rebuildTimes() {
-	cv := v.clk
+	cv := v.x().clk
 	for i := range cv.heaps {
 		cv.heaps[i] = cv.heaps[i][:0]
 	}
@@ -199,7 +199,7 @@ func (s *state) clockTo(lsn change.LSN, t change.Timestamp) {
 // kept pending when it began to re-read (the top of a bound's heap): the
 // clock may have changed its result.
 func (s *state) clockPassesHeld(v *view, thr []query.TimeKey) bool {
-	cv := v.clk
+	cv := v.x().clk
 	for i := range v.plan.Clock {
 		b := &v.plan.Clock[i]
 		if h := cv.heaps[i]; h.Len() > 0 && b.HoldsKey(h[0].k, thr[i]) != b.Leaves() {
@@ -212,7 +212,7 @@ func (s *state) clockPassesHeld(v *view, thr []query.TimeKey) bool {
 // clockView moves a view's thresholds to the core's clock and touches the
 // rows whose bounds they passed.
 func (s *state) clockView(v *view, lsn change.LSN) {
-	cv := v.clk
+	cv := v.x().clk
 	first := cv.thr == nil
 	thr, err := v.plan.Thresholds(nil, s.clock)
 	if err != nil {
@@ -289,7 +289,7 @@ func (s *state) settleClock(lsn change.LSN) {
 
 // trimTimes rebuilds a view's heaps when stale entries outnumber the rows.
 func (v *view) trimTimes() {
-	cv := v.clk
+	cv := v.x().clk
 	held := int(v.countN()) + len(cv.pending)
 	for i := range cv.heaps {
 		if len(cv.heaps[i]) > 2*held+1024 {
@@ -306,11 +306,11 @@ func (v *view) trimTimes() {
 func (s *state) internPending(v *view, st *rowTable, pend *idSet) {
 	vs := v.srcs[0]
 	rt := &vs.t.rows
-	old := v.clk.pending
-	v.clk.pending = make(map[string]rowID, pend.len())
+	old := v.x().clk.pending
+	v.x().clk.pending = make(map[string]rowID, pend.len())
 	for sid := range pend.all() {
 		id := s.internRow(vs, st, sid)
-		v.clk.pending[rt.key(id)] = id
+		v.x().clk.pending[rt.key(id)] = id
 	}
 	s.releasePending(v, old)
 	v.rebuildTimes()
@@ -320,7 +320,7 @@ func (s *state) internPending(v *view, st *rowTable, pend *idSet) {
 // clock the result is exact at for a clocked view (byKey: view.accepted's).
 func (s *state) acceptedAt(v *view, sb *sub, byKey []rowID) Output {
 	o := v.accepted(sb, s.pos, byKey)
-	if v.clk != nil {
+	if v.x().clk != nil {
 		o.Clock = s.clock
 	}
 	return o
@@ -330,7 +330,7 @@ func (s *state) acceptedAt(v *view, sb *sub, byKey []rowID) Output {
 // (nothing committed since), or for a clocked view the last clock's
 // position when that is later (its result is exact at that clock).
 func (s *state) landedAt(v *view) change.LSN {
-	if v.clk != nil {
+	if v.x().clk != nil {
 		return max(s.applied, s.clockLSN)
 	}
 	return s.applied

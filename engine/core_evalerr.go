@@ -15,14 +15,14 @@ import "github.com/freshetdb/freshet/query"
 // keeps reports whether the plan's filter keeps q; a row PostgreSQL would
 // raise an error for is not kept and marks the view to be ended.
 func (v *view) keeps(q query.Row) bool {
-	if v.clk != nil {
+	if v.x().clk != nil {
 		keep, _ := v.clockEval(q)
 		return keep
 	}
 	t, err := v.plan.EvalRow(q)
 	if err != nil {
-		if v.evalErr == nil {
-			v.evalErr = err
+		if v.x().evalErr == nil {
+			v.mut().evalErr = err
 		}
 		return false
 	}
@@ -33,18 +33,18 @@ func (v *view) keeps(q query.Row) bool {
 // PostgreSQL filtered but whose computed columns only Freshet computes;
 // st: where rs's ids are).
 func (v *view) checkRows(rs *resultSet, st *rowTable) {
-	if !v.plan.Raises() || v.evalErr != nil {
+	if !v.plan.Raises() || v.x().evalErr != nil {
 		return
 	}
 	for id := range rs.members.all() {
 		if err := v.plan.Check(v.idRow(st, id)); err != nil {
-			v.evalErr = err
+			v.mut().evalErr = err
 			return
 		}
 	}
 	for e := range rs.result.all() {
 		if err := v.plan.Check(v.queryRow(e)); err != nil {
-			v.evalErr = err
+			v.mut().evalErr = err
 			return
 		}
 	}
@@ -53,11 +53,11 @@ func (v *view) checkRows(rs *resultSet, st *rowTable) {
 // endEvalError ends v's subscriptions if one of its rows raised; it
 // reports whether it did.
 func (s *state) endEvalError(v *view) bool {
-	if v.evalErr == nil || v.status == viewDead {
+	if v.x().evalErr == nil || v.status == viewDead {
 		return false
 	}
-	err := v.evalErr
-	v.evalErr = nil
+	err := v.x().evalErr
+	v.dropEvalErr()
 	s.endView(v, query.CodeEvalError, "PostgreSQL would fail this query: "+err.Error(), true)
 	return true
 }

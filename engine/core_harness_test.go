@@ -575,6 +575,9 @@ func (h *harness) verify() {
 // ended would name whichever view source takes its id next.
 func (h *harness) verifyHolders() {
 	st := h.core.st
+	if noExt.read != nil || noExt.js != nil || noExt.agg != nil || noExt.clk != nil || noExt.evalErr != nil || noExt.touchedAt != 0 || noExt.staleAt != 0 {
+		h.t.Fatalf("the views' shared empty rare part was written: %+v", noExt)
+	}
 	for _, tb := range st.tables {
 		for id := range tb.rows.all() {
 			first, more := tb.rows.holders(id)

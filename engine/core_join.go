@@ -102,7 +102,7 @@ func (s *state) initJoin(v *view) {
 			vs.j.byCol[c] = make(map[string]map[string]rowID)
 		}
 	}
-	v.js = js
+	v.mut().js = js
 	v.resultSet.window = false // a join view holds its whole result
 	v.resultSet.complete = true
 }
@@ -156,7 +156,7 @@ func predMatch(preds []srcPred, vals []any) (match, known bool) {
 // WHERE; known is false
 // when a value it needs is unknown.
 func (v *view) sourceMatch(i int, vals []any) (match, known bool) {
-	match, known = predMatch(v.js.preds[i], vals)
+	match, known = predMatch(v.x().js.preds[i], vals)
 	vs := v.srcs[i]
 	if !match || !known || !vs.src.Subquery() {
 		return match, known
@@ -476,7 +476,7 @@ func (v *view) rootsOf(i int, pk string, vals []any, roots map[string]struct{}, 
 // addEntry adds a joined result row of root rootKey to the result and its
 // indexes (by root, and by each source row it contains).
 func (v *view) addEntry(rootKey string, e *entry) {
-	js := v.js
+	js := v.x().js
 	m := js.byRoot[rootKey]
 	if m == nil {
 		m = make(map[string]*entry)
@@ -500,7 +500,7 @@ func (v *view) addEntry(rootKey string, e *entry) {
 
 // dropEntry removes a joined result row from the result and its indexes.
 func (v *view) dropEntry(rootKey string, e *entry) {
-	js := v.js
+	js := v.x().js
 	if m := js.byRoot[rootKey]; m != nil {
 		delete(m, e.key)
 		if len(m) == 0 {
@@ -525,7 +525,7 @@ func (v *view) dropEntry(rootKey string, e *entry) {
 // touchJoin records touched rows of a join view's source, keeping their
 // values from before the transaction.
 func (s *state) touchJoin(vs *viewSource, keys ...string) {
-	t := vs.v.js.touched[int(vs.idx)]
+	t := vs.v.x().js.touched[int(vs.idx)]
 	for _, k := range keys {
 		if k == "" {
 			continue
@@ -551,7 +551,7 @@ func (s *state) truncateJoin(vs *viewSource) {
 
 // settleJoin applies a transaction to a join view and emits its delta.
 func (s *state) settleJoin(v *view, lsn change.LSN) {
-	js := v.js
+	js := v.x().js
 	roots := make(map[string]struct{})
 	antiBefore := antiStates(v)
 	sets := v.subquerySets(s, js)
@@ -633,7 +633,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 			oldByKey[k] = e
 			v.dropEntry(rk, e)
 		}
-		if v.agg != nil {
+		if v.x().agg != nil {
 			// Each joined row leaves its group as it entered it (in key
 			// order: the groups' states do not depend on it, but keep
 			// the core's work deterministic).
@@ -653,7 +653,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 		for _, e := range news {
 			newKeys[e.key] = true
 			v.addEntry(rk, e)
-			if v.agg != nil {
+			if v.x().agg != nil {
 				v.aggRow(e.key, e.enteredRow(), 1)
 				continue
 			}
@@ -664,7 +664,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 				d.rows = append(d.rows, v.resultRow(e))
 			}
 		}
-		if !v.ordered && !v.plan.Count && v.agg == nil {
+		if !v.ordered && !v.plan.Count && v.x().agg == nil {
 			for k := range oldByKey {
 				if !newKeys[k] {
 					d.removed = append(d.removed, Key(k))
@@ -677,7 +677,7 @@ func (s *state) settleJoin(v *view, lsn change.LSN) {
 		return
 	}
 	switch {
-	case v.agg != nil:
+	case v.x().agg != nil:
 		d = v.flushAgg()
 	case v.plan.Count:
 		d.count = v.countN()
@@ -705,7 +705,7 @@ func clearTouched(js *joinState) {
 // joins' equalities carry to it from the sources it joins: see
 // query.Plan.Constraints).
 func (s *state) askJoinReads(v *view) {
-	js := v.js
+	js := v.x().js
 	// Reads of an earlier round (a landing whose replay failed asks
 	// again) must not land later: only the round asked here does.
 	for _, r := range js.reads {
@@ -725,7 +725,7 @@ func (s *state) askJoinReads(v *view) {
 			RowLimit: s.opts.ReadRowLimit,
 		})
 	}
-	v.read = js.reads[0]
+	v.mut().read = js.reads[0]
 }
 
 // sourceSQL renders the read of one source: its needed columns, filtered
@@ -823,7 +823,7 @@ func (s *state) sourceSQL(vs *viewSource) (string, [][]byte, []uint32) {
 // joinReadsReady reports whether every read of a join view's current
 // hydration is done and passed by the stream.
 func (s *state) joinReadsReady(v *view) bool {
-	for _, r := range v.js.reads {
+	for _, r := range v.x().js.reads {
 		if !r.done || s.pos < r.snap.LSN {
 			return false
 		}
@@ -834,10 +834,10 @@ func (s *state) joinReadsReady(v *view) bool {
 // landJoin builds a join view's sources from its reads brought to the
 // core's position, then its result, and makes it live.
 func (s *state) landJoin(v *view) {
-	js := v.js
+	js := v.x().js
 	reads := js.reads
 	js.reads = nil
-	v.read = nil
+	v.dropRead()
 	// All of this round's reads leave the pending set now, not one by one
 	// in the loop: a replay that fails below asks a new round, and a read
 	// of this one left pending would later find js.reads empty (every

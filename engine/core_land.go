@@ -58,7 +58,7 @@ func (s *state) land() {
 			continue
 		}
 		if r.v.isJoin() {
-			if !slices.Contains(r.v.js.reads, r) {
+			if !slices.Contains(r.v.x().js.reads, r) {
 				s.reads.remove(id) // a read of a round asked again since
 				continue
 			}
@@ -130,7 +130,7 @@ func (s *state) landRead(r *read) {
 	// the stage.
 	st := &rowTable{stage: true}
 	st.reserve(n)
-	plain := v.clk == nil && !rs.window
+	plain := v.x().clk == nil && !rs.window
 	if !rs.ordered && n > 0 {
 		rs.members = &idSet{}
 		rs.members.reserve(n)
@@ -150,7 +150,7 @@ func (s *state) landRead(r *read) {
 			return
 		}
 		rs.removeKey(st, st.key(id))
-		if v.clk != nil {
+		if v.x().clk != nil {
 			pend.remove(id)
 			keep, hold := v.clockEval(v.idRow(st, id))
 			if !keep {
@@ -223,7 +223,7 @@ func (s *state) landRead(r *read) {
 			return false
 		}
 		var keep, hold bool
-		if v.clk != nil {
+		if v.x().clk != nil {
 			keep, hold = v.clockEval(q)
 		} else {
 			keep = v.keeps(q)
@@ -255,8 +255,8 @@ func (s *state) landRead(r *read) {
 	wasRefilling := v.status == viewRefilling
 	order := s.intern(v, &rs, st)
 	v.resultSet = rs
-	v.read = nil
-	if v.clk != nil {
+	v.dropRead()
+	if v.x().clk != nil {
 		s.internPending(v, st, &pend)
 	}
 	s.goLive(v, &old, wasRefilling, order)
@@ -275,6 +275,7 @@ func (s *state) goLive(v *view, old *resultSet, wasRefilling bool, readOrder []r
 		return
 	}
 	v.status = viewLive
+	v.dropStale()
 	if v.plan.Agg != nil {
 		d := v.rebuildAgg()
 		if s.endEvalError(v) {

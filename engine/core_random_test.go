@@ -261,7 +261,7 @@ func runRandom(t *testing.T, seed uint64, steps int, joins bool) *harness {
 	for id, m := range h.models {
 		if !m.gone && !m.accepted {
 			sb := h.core.st.subs.get(id)
-			t.Errorf("seed %d: sub %d never accepted (view status %v, read %v, pending reads %v)", seed, id, sb.v.status, sb.v.read, h.readIDs)
+			t.Errorf("seed %d: sub %d never accepted (view status %v, read %v, pending reads %v)", seed, id, sb.v.status, sb.v.x().read, h.readIDs)
 		}
 	}
 	t.Logf("seed %d: %d single-table and %d join checks", seed, h.verified[false], h.verified[true])

@@ -51,12 +51,12 @@ func (s *state) newView(plan *query.Plan) (*view, string) {
 		return nil, "a time condition on a join is not served"
 	}
 	s.nextViewID++
-	v := &view{id: s.nextViewID, plan: plan}
+	v := &view{id: s.nextViewID}
+	v.resultSet = newResultSet(plan, s.opts.WindowMargin)
 	if plan.Clocked() {
-		v.clk = s.newClockView(plan)
+		v.mut().clk = s.newClockView(plan)
 		s.clocked[v] = struct{}{}
 	}
-	v.resultSet = newResultSet(plan, s.opts.WindowMargin)
 	for i, src := range plan.Sources {
 		tb := s.tables[src.Table.OID]
 		if tb == nil {
@@ -126,13 +126,13 @@ func (s *state) askRead(v *view) {
 	s.nextReadID++
 	r := &read{id: s.nextReadID, v: v, src: -1, logStart: s.txnLogBase + len(s.txnLog), want: want}
 	s.reads.put(r)
-	v.read = r
+	v.mut().read = r
 	s.out.Reads = append(s.out.Reads, ReadRequest{
 		ID: r.id, Plan: plan, Sources: allSources(len(plan.Sources)),
 		// Rendered by the runtime (ReadSQL), not here: the core's
 		// goroutine must not spend time in the size of a client's query.
 		// A clocked view reads the rows its clock may still let in too.
-		Render: query.RenderOptions{Columns: query.SelectNeeded, Window: v.ordered, Margin: margin, Hold: v.clk != nil},
+		Render: query.RenderOptions{Columns: query.SelectNeeded, Window: v.ordered, Margin: margin, Hold: v.x().clk != nil},
 		Args:   args, ArgOIDs: oids, ArgFormats: formats,
 		Want: want, RowLimit: s.opts.ReadRowLimit,
 	})
@@ -183,9 +183,9 @@ func (s *state) killView(v *view) {
 	if s.views.get(v.plan.Key) == v {
 		s.views.remove(v.plan.Key)
 	}
-	if v.read != nil {
-		s.reads.remove(v.read.id)
-		v.read = nil
+	if v.x().read != nil {
+		s.reads.remove(v.x().read.id)
+		v.dropRead()
 	}
 	for r := range s.reads.all() {
 		if r.v == v {
@@ -199,9 +199,9 @@ func (s *state) killView(v *view) {
 		// CPU for a million rows.)
 		s.releaseResult(v, &v.resultSet)
 	}
-	if v.clk != nil {
-		s.releasePending(v, v.clk.pending)
-		v.clk.pending = nil
+	if v.x().clk != nil {
+		s.releasePending(v, v.x().clk.pending)
+		v.x().clk.pending = nil
 		delete(s.clocked, v)
 	}
 	for _, vs := range v.srcs {

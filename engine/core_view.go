@@ -110,15 +110,32 @@ func (e *entry) setEntered(q query.Row) { e.ext = &entryExt{entered: q} }
 // view is the maintained result of one plan, shared by its subscribers.
 type view struct {
 	id     uint64
-	plan   *query.Plan
 	srcs   []*viewSource
 	subs   []*sub
 	status viewStatus
-	dirty  bool  // per transaction (beside status: one word for both)
-	read   *read // the read being waited for
-	js     *joinState
+	dirty  bool // per transaction (beside status: one word for both)
+	// ext is what only some views hold, or a view only at times (x,
+	// mut): nil for a live single-table view, whose record is then 192
+	// bytes rather than 256.
+	ext *viewExt
 
+	// shownResult's resultSet holds the view's plan (v.plan).
 	shownResult
+
+	// touched is, per transaction, the keys touched in a single-table
+	// view (repeats allowed).
+	touched []string
+}
+
+// viewExt is the part of a view only join, aggregating or clocked views
+// hold, or a view holds only at times: while it waits for a read, while
+// a row it evaluated raised, once it re-read its result or told
+// touch-mode subscribers of a commit. Read through view.x (never nil),
+// written through view.mut (made on first write); dropped when what it
+// held for a time goes (dropRead, dropEvalErr).
+type viewExt struct {
+	read *read      // the read being waited for
+	js   *joinState // join views
 	// agg is an aggregating view's groups (query.Plan.Agg); its rows
 	// are then the rows it aggregates, held like a COUNT(*) view's.
 	agg *aggView
@@ -132,7 +149,58 @@ type view struct {
 	// commit that made it: what its subscribers hold is exact only before
 	// it (Core.Passed).
 	staleAt change.LSN
-	touched []string // single-table views: keys touched (repeats allowed)
+}
+
+// noExt is the rare part of every view without one: only ever read.
+var noExt viewExt
+
+// x is the view's rare part for reading: a zero one when it has none.
+// Never write through it (mut).
+func (v *view) x() *viewExt {
+	if v.ext != nil {
+		return v.ext
+	}
+	return &noExt
+}
+
+// mut is the view's rare part for writing, made on first use.
+func (v *view) mut() *viewExt {
+	if v.ext == nil {
+		v.ext = &viewExt{}
+	}
+	return v.ext
+}
+
+// dropRead forgets the read the view waited for.
+func (v *view) dropRead() {
+	if v.ext != nil {
+		v.ext.read = nil
+		v.trimExt()
+	}
+}
+
+// dropEvalErr forgets the error a row raised.
+func (v *view) dropEvalErr() {
+	if v.ext != nil {
+		v.ext.evalErr = nil
+		v.trimExt()
+	}
+}
+
+// dropStale forgets the commit a refill started at (the view is live
+// again).
+func (v *view) dropStale() {
+	if v.ext != nil {
+		v.ext.staleAt = 0
+		v.trimExt()
+	}
+}
+
+// trimExt drops the rare part once it holds nothing.
+func (v *view) trimExt() {
+	if e := v.ext; e.read == nil && e.js == nil && e.agg == nil && e.clk == nil && e.evalErr == nil && e.touchedAt == 0 && e.staleAt == 0 {
+		v.ext = nil
+	}
 }
 
 // shownResult is a result with what ordered results' subscribers hold
@@ -554,7 +622,7 @@ func (v *view) accepted(s *sub, pos change.LSN, byKey []rowID) Output {
 		return o
 	}
 	o.Columns = v.plan.Output
-	if v.agg != nil {
+	if v.x().agg != nil {
 		o.Rows = v.aggAccepted()
 		return o
 	}
@@ -899,7 +967,7 @@ func sameValue(a, b any) bool {
 // result.
 func (s *state) refill(v *view, lsn change.LSN) {
 	v.status = viewRefilling
-	v.staleAt = lsn
+	v.mut().staleAt = lsn
 	s.touchSubs(v, lsn)
 	s.refilling = append(s.refilling, v)
 	s.askRead(v)
@@ -909,8 +977,8 @@ func (s *state) refill(v *view, lsn change.LSN) {
 func (s *state) passed() change.LSN {
 	p := s.pos
 	for _, v := range s.refilling {
-		if v.status == viewRefilling && v.staleAt-1 < p {
-			p = v.staleAt - 1
+		if v.status == viewRefilling && v.x().staleAt-1 < p {
+			p = v.x().staleAt - 1
 		}
 	}
 	return p
@@ -949,10 +1017,10 @@ func (s *state) touchRefilling(tb *table) {
 // is touched at its own commit (this touch may be one that changed
 // nothing).
 func (s *state) touchSubs(v *view, lsn change.LSN) {
-	if v.touchedAt == lsn {
+	if v.x().touchedAt == lsn {
 		return
 	}
-	v.touchedAt = lsn
+	v.mut().touchedAt = lsn
 	for _, sb := range v.subs {
 		if sb.accepted && sb.mode == ModeTouch {
 			s.out.Outputs = append(s.out.Outputs, Output{Sub: sb.id, Kind: OutputTouched, LSN: lsn})
@@ -982,7 +1050,7 @@ func (s *state) emit(v *view, d delta, lsn change.LSN) {
 			continue
 		}
 		if sb.mode == ModeTouch {
-			if v.touchedAt != lsn {
+			if v.x().touchedAt != lsn {
 				s.out.Outputs = append(s.out.Outputs, Output{Sub: sb.id, Kind: OutputTouched, LSN: lsn})
 			}
 			continue
@@ -991,7 +1059,7 @@ func (s *state) emit(v *view, d delta, lsn change.LSN) {
 			continue
 		}
 		o := Output{Sub: sb.id, Kind: OutputDelta, LSN: lsn, XID: s.txnXID(lsn)}
-		if v.clk != nil {
+		if v.x().clk != nil {
 			o.Clock = s.clock
 		}
 		if v.plan.Count {

@@ -218,7 +218,9 @@ func measureShapes(t *testing.T, n int, rows bool, profile string) memFigures {
 // reader's buffers are reported, not counted; a goroutine per shape,
 // whose record would be among them, fails the test on its own. The shape
 // layer is held to maxShapeBytes, the total to maxTotalBytes, each the
-// figure as it stands: lower them as the layers shrink, down to the aim.
+// figure as it stands plus a little (about 981 B in all, met since the
+// view record went to 192 B): a record of either layer grown into the
+// next size class fails them; lower them as the layers shrink.
 // SHAPE_MEM_SHAPES sets how many shapes (500 by default),
 // SHAPE_MEM_SITES=1 lists the bytes by allocation site (the one-row run,
 // and what the row adds), SHAPE_MEM_PROFILE=<file> writes the heap
@@ -226,7 +228,7 @@ func measureShapes(t *testing.T, n int, rows bool, profile string) memFigures {
 func TestShapeMemory(t *testing.T) {
 	const (
 		maxShapeBytes = 368
-		maxTotalBytes = 1058
+		maxTotalBytes = 995
 		aim           = 1024
 	)
 	n := 500
