@@ -636,7 +636,9 @@ func (srv *Server) writeLog(w http.ResponseWriter, r *http.Request, s *Shape, re
 	} else {
 		h.Set("electric-has-data", "true")
 	}
-	if inm := r.Header.Get("If-None-Match"); inm != "" {
+	// Electric's if_none_match: every If-None-Match field, split at
+	// commas, each trimmed of spaces and quotes.
+	for _, inm := range r.Header.Values("If-None-Match") {
 		for _, t := range strings.Split(inm, ",") {
 			if strings.Trim(strings.TrimSpace(t), `"`) == strings.Trim(etag, `"`) {
 				h.Del("electric-schema") // a 200's only

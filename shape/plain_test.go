@@ -1,6 +1,7 @@
 package shape_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
@@ -88,5 +89,32 @@ func TestPlainResponses(t *testing.T) {
 				t.Errorf("request's x-request-id %q: %q, want 20 URL-safe base64 characters", in, got)
 			}
 		}
+	})
+}
+
+// A 304 is Electric's: every If-None-Match field counts (if_none_match
+// reads them all), and it carries the headers of the 200 it stands for
+// but electric-schema (and content-type, which net/http drops from a
+// 304; Electric's carries ServeShapePlug's). Freshet read the first
+// field only.
+func TestEtag304Fields(t *testing.T) {
+	e := newEnv(t, itemsSetup, nil)
+	r := e.get("table", "items", "offset", "-1")
+	etag, h := r.h.Get("etag"), r.h.Get("electric-handle")
+	req, err := http.NewRequest("GET", e.url+"/v1/shape?table=items&offset=-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Add("If-None-Match", `"other"`)
+	req.Header.Add("If-None-Match", etag)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	wantResp(t, "304", resp{code: res.StatusCode, h: res.Header}, 304, "", map[string]string{
+		"etag": etag, "electric-handle": h, "electric-offset": "0_0", "electric-has-data": "true",
+		"cache-control":   "public, max-age=604800, s-maxage=3600, stale-while-revalidate=2629746",
+		"electric-schema": "-", "electric-up-to-date": "-",
 	})
 }
