@@ -126,6 +126,27 @@ func (x *index[K, P]) remove(k K) P {
 	return p
 }
 
+// openSize is the sizing rule of every open-addressing table in the core
+// (index, entrySet, keySet, idSet): the slot count a table of size slots,
+// used of them taken (live or tombstones) and live holding entries,
+// rehashes to so that one more entry fits. An empty table starts at
+// least slots; tombstones making up a quarter of the slots or more are
+// dropped at the same size, else the size doubles; then it doubles until
+// live+1 entries are at most 7/8 of it. openSize(0, 0, n, 4) sizes an
+// empty table for n entries.
+func openSize(size, used, live, least int) int {
+	switch {
+	case size == 0:
+		size = least
+	case used-live < size/4:
+		size *= 2
+	}
+	for (live+1)*8 > size*7 {
+		size *= 2
+	}
+	return size
+}
+
 // maxKeptSlots is the largest table an index keeps once empty.
 const maxKeptSlots = 64
 
@@ -133,16 +154,7 @@ const maxKeptSlots = 64
 // size when they are at least a quarter of the slots, else twice the
 // size (as entrySet.grow).
 func (x *index[K, P]) grow() {
-	size := len(x.slots)
-	switch {
-	case size == 0:
-		size = 8
-	case x.used-x.n < size/4:
-		size *= 2
-	}
-	for (x.n+1)*8 > size*7 {
-		size *= 2
-	}
+	size := openSize(len(x.slots), x.used, x.n, 8)
 	slots, tags := x.slots, x.tags
 	x.slots, x.tags = make([]P, size), make([]uint8, size)
 	x.n, x.used = 0, 0

@@ -134,26 +134,14 @@ func (s *entrySet) reserve(n int) {
 	if s.used > 0 || n == 0 {
 		return
 	}
-	size := 4
-	for (n+1)*8 > size*7 {
-		size *= 2
-	}
+	size := openSize(0, 0, n, 4)
 	s.slots, s.tags = make([]*entry, size), make([]uint8, size)
 }
 
 // grow makes room for one more entry: the same size without tombstones
 // when they are at least a quarter of the slots, else twice the size.
 func (s *entrySet) grow() {
-	size := len(s.slots)
-	switch {
-	case size == 0:
-		size = 4
-	case s.used-s.n < size/4:
-		size *= 2
-	}
-	for (s.n+1)*8 > size*7 {
-		size *= 2
-	}
+	size := openSize(len(s.slots), s.used, s.n, 4)
 	old := s.slots
 	oldTags := s.tags
 	s.slots, s.tags, s.used = make([]*entry, size), make([]uint8, size), 0

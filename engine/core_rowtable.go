@@ -765,27 +765,13 @@ func (s *keySet) reserve(n int) {
 	if s.used > 0 || n == 0 {
 		return
 	}
-	size := 4
-	for (n+1)*8 > size*7 {
-		size *= 2
-	}
-	s.slots = make([]uint32, size)
+	s.slots = make([]uint32, openSize(0, 0, n, 4))
 }
 
 // grow makes room for one more id: the same size without tombstones when
 // they are at least a quarter of the slots, else twice the size.
 func (s *keySet) grow(rt *rowTable) {
-	size := len(s.slots)
-	switch {
-	case size == 0:
-		size = 4
-	case s.used-s.n < size/4:
-		size *= 2
-	}
-	for (s.n+1)*8 > size*7 {
-		size *= 2
-	}
-	s.rehash(rt, size, s.bits())
+	s.rehash(rt, openSize(len(s.slots), s.used, s.n, 4), s.bits())
 }
 
 // widen gives the ids enough bits for id, taking them from the tags: the
@@ -1025,26 +1011,12 @@ func (s *idSet) reserve(n int) {
 	if s.used > 0 || s.bits != nil || n == 0 {
 		return
 	}
-	size := 4
-	for (n+1)*8 > size*7 {
-		size *= 2
-	}
-	s.slots = make([]rowID, size)
+	s.slots = make([]rowID, openSize(0, 0, n, 4))
 }
 
 // grow makes room for one more id, as keySet.grow.
 func (s *idSet) grow() {
-	size := len(s.slots)
-	switch {
-	case size == 0:
-		size = 4
-	case s.used-s.n < size/4:
-		size *= 2
-	}
-	for (s.n+1)*8 > size*7 {
-		size *= 2
-	}
-	old := s.slots
+	old, size := s.slots, openSize(len(s.slots), s.used, s.n, 4)
 	s.slots, s.used = make([]rowID, size), 0
 	mask := uint64(size - 1)
 	for _, id := range old {
